@@ -1,0 +1,161 @@
+"""What a parser is, what it returns, and how files become lines.
+
+Two kinds of format are registered by name:
+
+* a *file format* reads a whole file (a client's JSON report, the seed
+  script's rows) and says with ``sniff`` whether the file's first lines look
+  like its format;
+* a *line format* recognises some lines of a server-side log (vLLM stats,
+  uvicorn access lines, a Python traceback). A container's stdout interleaves
+  several of them, so a server log is split line by line among them.
+"""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import ClassVar
+
+import polars as pl
+
+from logforensics import model
+
+SNIFF_LINES = 40
+UNPARSED_EXAMPLES = 5
+
+
+class InputError(Exception):
+    """A file that cannot be read at all; the message names the file (and line)."""
+
+
+@dataclass
+class SourceFile:
+    """One input file, read once, with its lines numbered from 1."""
+
+    path: Path
+    display: str  # the name shown in reports and in `source` columns
+    instance: str  # the instance this file's server records belong to
+
+    @cached_property
+    def raw(self) -> bytes:
+        try:
+            data = self.path.read_bytes()
+            if data[:2] == b"\x1f\x8b":
+                data = gzip.decompress(data)
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise InputError(f"{self.display}: cannot read: {exc}") from exc
+        return data
+
+    @cached_property
+    def text(self) -> str:
+        return self.raw.decode("utf-8", errors="replace")
+
+    @cached_property
+    def undecodable_bytes(self) -> bool:
+        try:
+            self.raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return True
+        return False
+
+    @cached_property
+    def lines(self) -> pl.DataFrame:
+        """`line_no` (1-based) and `text`, CR and a final empty line removed."""
+        parts = self.text.split("\n")
+        if parts and parts[-1] == "":
+            parts.pop()
+        return (
+            pl.DataFrame({"text": pl.Series(parts, dtype=pl.Utf8)})
+            .with_columns(
+                pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("line_no"),
+                pl.col("text").str.strip_suffix("\r"),
+            )
+            .select("line_no", "text")
+        )
+
+    def head(self, n: int = SNIFF_LINES) -> list[str]:
+        chunk = self.raw[: 64 * 1024].decode("utf-8", errors="replace")
+        return [line.rstrip("\r") for line in chunk.split("\n")[:n] if line.strip()]
+
+
+@dataclass
+class ParseResult:
+    """What one file gave: canonical tables plus an account of every line."""
+
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+    lines: int = 0
+    parsed: int = 0
+    noise: int = 0
+    unparsed_examples: list[tuple[int, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    formats: list[str] = field(default_factory=list)
+    span: tuple | None = None  # (first, last) time the file covers, where lines carry times
+
+    @property
+    def unparsed(self) -> int:
+        return self.lines - self.parsed - self.noise
+
+    def table(self, name: str) -> pl.DataFrame:
+        return self.tables.get(name, model.empty(name))
+
+    def add(self, name: str, frame: pl.DataFrame) -> None:
+        frame = model.conform(name, frame)
+        if name in self.tables:
+            frame = pl.concat([self.tables[name], frame])
+        self.tables[name] = frame
+
+
+@dataclass
+class ParseContext:
+    """Facts a parser cannot know from its own file."""
+
+    year: int  # for yearless stamps (vLLM's `MM-DD HH:MM:SS`)
+    server_tz: str = "UTC"  # the zone of servers' own (naive) stamps
+    client_tz: str = "UTC"  # the zone of naive client timestamps
+
+
+class FileFormat:
+    """A format read a whole file at a time. Subclasses register themselves."""
+
+    name: ClassVar[str]
+    role: ClassVar[str]  # "client" or "server"
+
+    def sniff(self, head: list[str]) -> bool:
+        raise NotImplementedError
+
+    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
+        raise NotImplementedError
+
+
+class LineFormat:
+    """A kind of line inside a server-side log.
+
+    ``extract`` gets the lines no earlier line format claimed, with columns
+    `line_no`, `text` (as in the file), `body` (runtime prefix stripped),
+    `at` / `at_precision_s` (the best time known for the line) and `instance`.
+    It returns a `Claim`: which lines it recognised and the rows they gave.
+    """
+
+    name: ClassVar[str]
+
+    def sniff(self, bodies: list[str]) -> bool:
+        raise NotImplementedError
+
+    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
+        raise NotImplementedError
+
+
+@dataclass
+class Claim:
+    """Lines a line format recognised: `records` gave rows, `noise` carry nothing."""
+
+    records: pl.Series  # line_no values
+    noise: pl.Series = field(default_factory=lambda: pl.Series("line_no", [], dtype=pl.Int64))
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+
+
+def source_expr(display: str) -> pl.Expr:
+    """`file:line` for each row, from its `line_no`."""
+    return pl.format("{}:{}", pl.lit(display), pl.col("line_no"))

@@ -1,0 +1,275 @@
+"""Load-test clients' result files → `client_requests`.
+
+* `seed_rows`: the seed write-up's script prints one Python tuple per request,
+  ``(i, elapsed_seconds, completion_tokens, 'OK' | error_text[:40])``; a block
+  of rows is one load step. It records no absolute time.
+* `client_jsonl` / `client_csv`: the generic form the README recommends (and
+  ``logforensics loadtest`` writes): one record per request with absolute start
+  and end, status, error, tokens, request id and prompt marker. Common column
+  spellings are accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import polars as pl
+
+from logforensics import timeparse
+from logforensics.ingest import register_file_format
+from logforensics.ingest.base import (
+    UNPARSED_EXAMPLES,
+    FileFormat,
+    ParseContext,
+    ParseResult,
+    SourceFile,
+    source_expr,
+)
+
+TUPLE_RE = r"""\(\s*(\d+)\s*,\s*(-?[\d.]+)\s*,\s*(\d+)\s*,\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)")\s*\)"""
+STEP_HEADER_RE = r"(?i)^\s*#*\s*(?:N|concurrency|concurrent|workers|동시(?: 요청)?)\s*[=:]?\s*(\d+)"
+
+
+@register_file_format
+class SeedRows(FileFormat):
+    name = "seed_rows"
+    role = "client"
+
+    def sniff(self, head: list[str]) -> bool:
+        rx = re.compile(TUPLE_RE)
+        return sum(bool(rx.search(line)) for line in head) >= max(1, len(head) // 2)
+
+    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
+        lines = source.lines
+        header = pl.col("text").str.extract(STEP_HEADER_RE, 1).cast(pl.Int64, strict=False)
+        rows = lines.with_columns(
+            header.alias("declared"),
+            pl.col("text").str.extract_all(TUPLE_RE).alias("tuples"),
+        )
+        is_header = pl.col("declared").is_not_null() & (pl.col("tuples").list.len() == 0)
+        noise = pl.col("text").str.contains(r"(?i)^\s*$|^\s*(#|total|elapsed|took|warm)")
+        result = ParseResult(lines=lines.height, formats=[self.name])
+        records = rows.filter(pl.col("tuples").list.len() > 0)
+        result.parsed = records.height
+        result.noise = rows.filter(~(pl.col("tuples").list.len() > 0) & (is_header | noise)).height
+        unparsed = rows.filter((pl.col("tuples").list.len() == 0) & ~is_header & ~noise)
+        result.unparsed_examples = _examples(unparsed)
+        flat = (
+            rows.with_columns(is_header.alias("is_header"))
+            .filter(pl.col("is_header") | (pl.col("tuples").list.len() > 0))
+            .explode("tuples")
+            .with_columns(pl.col("tuples").str.extract_groups(TUPLE_RE).alias("_t"))
+            .unnest("_t")
+            .with_columns(pl.col("1").cast(pl.Int64, strict=False).alias("index"))
+        )
+        # A new step starts at a header line, or where the request number stops rising.
+        restart = pl.col("is_header") | (
+            pl.col("index") <= pl.col("index").forward_fill().shift(1)
+        ).fill_null(False)
+        flat = flat.with_columns(restart.cum_sum().alias("block")).filter(~pl.col("is_header"))
+        flat = flat.with_columns((pl.col("block").rank("dense")).cast(pl.Int64).alias("step"))
+        outcome = pl.coalesce(pl.col("4"), pl.col("5"))
+        frame = flat.select(
+            pl.lit(source.display).alias("run"),
+            "step",
+            "index",
+            pl.col("2").cast(pl.Float64).alias("latency_s"),
+            (outcome == "OK").alias("ok"),
+            outcome.str.extract(r"(?:HTTP Error |status(?: code)?:? ?)(\d{3})", 1)
+            .cast(pl.Int64)
+            .alias("http_status"),
+            pl.when(outcome != "OK").then(outcome).alias("error"),
+            pl.col("3").cast(pl.Int64).alias("output_tokens"),
+            pl.lit(False).alias("warmup"),
+            source_expr(source.display).alias("source"),
+        )
+        result.add("client_requests", frame)
+        result.notes.append(
+            "no absolute per-request times in this format: requests are placed on the "
+            "servers' clock only through another client file of the same run"
+        )
+        return result
+
+
+FIELD_SPELLINGS = {
+    "request_id": ["request_id", "requestId", "x_request_id", "x-request-id", "id"],
+    "marker": ["marker", "prompt_marker"],
+    "step": ["step", "stage", "run_step"],
+    "concurrency": ["concurrency", "concurrent", "n"],
+    "index": ["index", "i", "idx", "seq"],
+    "warmup": ["warmup", "is_warmup", "warm_up"],
+    "started_at": ["started_at", "start", "start_time", "t_start", "sent_at", "request_start"],
+    "ended_at": ["ended_at", "end", "end_time", "t_end", "finished_at", "request_end"],
+    "latency_s": ["latency_s", "latency", "elapsed", "elapsed_s", "duration", "duration_s"],
+    "latency_ms": ["latency_ms", "elapsed_ms", "duration_ms"],
+    "ok": ["ok", "success", "succeeded"],
+    "status": ["status", "outcome", "result"],
+    "http_status": ["http_status", "status_code", "code", "http_code"],
+    "error": ["error", "error_text", "err", "exception"],
+    "output_tokens": ["output_tokens", "completion_tokens", "tokens", "output_len"],
+}
+TIME_FIELDS = ("started_at", "latency_s", "latency_ms")
+OUTCOME_FIELDS = ("ok", "status", "http_status", "error")
+
+
+def _pick(frame: pl.DataFrame, field: str) -> str | None:
+    lowered = {c.lower(): c for c in frame.columns}
+    for spelling in FIELD_SPELLINGS[field]:
+        if spelling.lower() in lowered:
+            return lowered[spelling.lower()]
+    return None
+
+
+def _looks_generic(keys: list[str]) -> bool:
+    keys = {k.lower() for k in keys}
+
+    def has(fields):
+        return any(s.lower() in keys for f in fields for s in FIELD_SPELLINGS[f])
+
+    return has(TIME_FIELDS) and has(OUTCOME_FIELDS)
+
+
+def _time(frame: pl.DataFrame, column: str | None, client_tz: str) -> pl.Expr:
+    if column is None:
+        return pl.lit(None, dtype=pl.Datetime("us", "UTC"))
+    dtype = frame.schema[column]
+    if dtype.is_numeric():
+        return timeparse.epoch_to_utc(pl.col(column))
+    if isinstance(dtype, pl.Datetime):
+        c = pl.col(column)
+        return (
+            c.dt.replace_time_zone(client_tz) if dtype.time_zone is None else c
+        ).dt.convert_time_zone("UTC")
+    return timeparse.iso_to_utc(pl.col(column).cast(pl.Utf8), client_tz)
+
+
+def normalise_generic(frame: pl.DataFrame, display: str, client_tz: str) -> pl.DataFrame:
+    """Map a generic record frame (any common spelling) to `client_requests`."""
+    col = {f: _pick(frame, f) for f in FIELD_SPELLINGS}
+
+    def get(field, dtype):
+        return (
+            pl.col(col[field]).cast(dtype, strict=False)
+            if col[field]
+            else pl.lit(None, dtype=dtype)
+        )
+
+    started = _time(frame, col["started_at"], client_tz)
+    ended = _time(frame, col["ended_at"], client_tz)
+    latency = pl.coalesce(
+        get("latency_s", pl.Float64),
+        get("latency_ms", pl.Float64) / 1000,
+        (ended - started).dt.total_microseconds() / 1e6,
+    )
+    status_text = get("status", pl.Utf8).str.to_lowercase()
+    http_status = pl.coalesce(get("http_status", pl.Int64), get("status", pl.Int64))
+    error = get("error", pl.Utf8)
+    ok = pl.coalesce(
+        get("ok", pl.Boolean),
+        pl.when(status_text.is_in(["ok", "success", "succeeded", "successful"]))
+        .then(True)
+        .when(status_text.is_in(["error", "errored", "failed", "failure", "timeout", "incomplete"]))
+        .then(False),
+        pl.when(http_status.is_not_null()).then(http_status.is_between(200, 299) & error.is_null()),
+        error.is_null(),
+    )
+    return frame.select(
+        pl.lit(display).alias("run"),
+        get("step", pl.Int64).alias("step"),
+        get("index", pl.Int64).alias("index"),
+        started.alias("started_at"),
+        pl.coalesce(
+            ended, started + pl.duration(microseconds=(latency * 1e6).cast(pl.Int64))
+        ).alias("ended_at"),
+        latency.alias("latency_s"),
+        ok.alias("ok"),
+        http_status.alias("http_status"),
+        error.alias("error"),
+        get("output_tokens", pl.Int64).alias("output_tokens"),
+        get("marker", pl.Utf8).alias("marker"),
+        get("request_id", pl.Utf8).alias("request_id"),
+        get("warmup", pl.Boolean).fill_null(False).alias("warmup"),
+        pl.format("{}:{}", pl.lit(display), pl.col("line_no")).alias("source"),
+    )
+
+
+@register_file_format
+class ClientJsonl(FileFormat):
+    name = "client_jsonl"
+    role = "client"
+
+    def sniff(self, head: list[str]) -> bool:
+        for line in head[:5]:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and _looks_generic(list(record)):
+                return True
+        return False
+
+    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
+        lines = source.lines
+        looks_json = pl.col("text").str.contains(r"^\s*\{.*\}\s*$")
+        blank = pl.col("text").str.strip_chars() == ""
+        candidates = lines.filter(looks_json)
+        decoded, bad = _decode_json_lines(candidates)
+        result = ParseResult(lines=lines.height, formats=[self.name])
+        result.parsed = decoded.height
+        result.noise = lines.filter(blank).height
+        unparsed = pl.concat(
+            [lines.filter(~looks_json & ~blank), candidates.filter(pl.col("line_no").is_in(bad))]
+        ).sort("line_no")
+        result.unparsed_examples = _examples(unparsed)
+        if decoded.height:
+            result.add("client_requests", normalise_generic(decoded, source.display, ctx.client_tz))
+        return result
+
+
+def _decode_json_lines(candidates: pl.DataFrame) -> tuple[pl.DataFrame, list[int]]:
+    """Decode JSON lines in one vectorised pass; find the bad ones only if any."""
+    if candidates.is_empty():
+        return pl.DataFrame({"line_no": []}, schema={"line_no": pl.Int64}), []
+    try:
+        decoded = candidates.select(
+            "line_no", pl.col("text").str.json_decode(infer_schema_length=None).alias("_r")
+        )
+        return decoded.unnest("_r"), []
+    except Exception:
+        good, bad = [], []
+        for line_no, text in candidates.iter_rows():
+            try:
+                good.append({"line_no": line_no, **json.loads(text)})
+            except ValueError:
+                bad.append(line_no)
+        return pl.DataFrame(good, infer_schema_length=None), bad
+
+
+@register_file_format
+class ClientCsv(FileFormat):
+    name = "client_csv"
+    role = "client"
+
+    def sniff(self, head: list[str]) -> bool:
+        if not head or "," not in head[0]:
+            return False
+        return _looks_generic([c.strip().strip('"') for c in head[0].split(",")])
+
+    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
+        frame = pl.read_csv(
+            source.raw, infer_schema_length=None, truncate_ragged_lines=True, ignore_errors=True
+        ).with_row_index("line_no", offset=2)
+        frame = frame.with_columns(pl.col("line_no").cast(pl.Int64))
+        result = ParseResult(lines=source.lines.height, formats=[self.name])
+        result.parsed = frame.height
+        result.noise = 1  # the header
+        result.add("client_requests", normalise_generic(frame, source.display, ctx.client_tz))
+        return result
+
+
+def _examples(unparsed: pl.DataFrame) -> list[tuple[int, str]]:
+    return [
+        (n, t[:300])
+        for n, t in unparsed.select("line_no", "text").head(UNPARSED_EXAMPLES).iter_rows()
+    ]

@@ -1,0 +1,156 @@
+"""Client result files: the seed script's rows and the generic JSONL/CSV form."""
+
+import datetime as dt
+import json
+
+import polars as pl
+import pytest
+
+from logforensics.ingest import FILE_FORMATS, ParseContext, SourceFile, detect
+
+UTC = dt.timezone.utc
+
+
+DEFAULT_CTX = ParseContext(year=2026)
+
+
+def parse(path, ctx=DEFAULT_CTX):
+    source = SourceFile(path, path.name, path.stem)
+    fmt = detect(source)
+    assert fmt is not None, f"{path.name} not recognised"
+    return fmt, fmt.parse(source, ctx)
+
+
+SEED_ROWS = """\
+# N=3
+(1, 3.57, 300, 'OK')
+(2, 120.31, 0, 'HTTP Error 503: Service Unavailable')
+(3, 3.61, 300, 'OK')
+total 120.33s
+
+(1, 3.44, 300, 'OK')
+(2, 300.0, 0, "<urlopen error timed out>")
+"""
+
+
+def test_seed_rows_split_into_steps_where_numbering_restarts(tmp_path):
+    path = tmp_path / "rows.txt"
+    path.write_text(SEED_ROWS)
+    fmt, result = parse(path)
+    assert fmt is FILE_FORMATS["seed_rows"]
+    rows = result.table("client_requests")
+    assert rows["step"].to_list() == [1, 1, 1, 2, 2]
+    assert rows["index"].to_list() == [1, 2, 3, 1, 2]
+    assert rows["ok"].to_list() == [True, False, True, True, False]
+    assert rows["http_status"].to_list() == [None, 503, None, None, None]
+    assert rows["error"][1] == "HTTP Error 503: Service Unavailable"
+    assert rows["error"][4] == "<urlopen error timed out>"
+    assert rows["latency_s"][1] == 120.31
+    assert rows["started_at"].null_count() == 5  # this format has no absolute time
+    assert (result.parsed, result.noise, result.unparsed) == (5, 3, 0)
+
+
+def test_seed_rows_printed_as_one_list(tmp_path):
+    path = tmp_path / "rows.txt"
+    path.write_text(
+        "[(1, 3.52, 300, 'OK'), (2, 3.55, 300, 'OK'), (3, 120.2, 0, 'HTTP Error 503: Service Unavailable')]\n"
+    )
+    _, result = parse(path)
+    assert result.table("client_requests")["index"].to_list() == [1, 2, 3]
+
+
+def records():
+    start = dt.datetime(2026, 2, 24, 6, 16, 2, 214000, tzinfo=UTC)
+    return [
+        {
+            "request_id": "r1",
+            "step": 1,
+            "index": 1,
+            "start": start,
+            "latency": 3.5,
+            "status_code": 200,
+            "error": None,
+            "completion_tokens": 300,
+            "marker": "(1)",
+        },
+        {
+            "request_id": "r2",
+            "step": 1,
+            "index": 2,
+            "start": start,
+            "latency": 120.2,
+            "status_code": 503,
+            "error": "HTTP Error 503: Service Unavailable",
+            "completion_tokens": 0,
+            "marker": "(2)",
+        },
+    ]
+
+
+def test_generic_jsonl_with_common_spellings_and_epoch_times(tmp_path):
+    path = tmp_path / "run.jsonl"
+    path.write_text(
+        "".join(json.dumps({**r, "start": r["start"].timestamp()}) + "\n" for r in records())
+    )
+    fmt, result = parse(path)
+    assert fmt is FILE_FORMATS["client_jsonl"]
+    rows = result.table("client_requests")
+    assert rows["ok"].to_list() == [True, False]
+    assert rows["started_at"][0] == dt.datetime(2026, 2, 24, 6, 16, 2, 214000, tzinfo=UTC)
+    assert rows["ended_at"][1] == dt.datetime(2026, 2, 24, 6, 18, 2, 414000, tzinfo=UTC)
+    assert rows["output_tokens"].to_list() == [300, 0]
+    assert rows["request_id"].to_list() == ["r1", "r2"]
+
+
+def test_same_requests_as_jsonl_and_csv_give_the_same_rows(tmp_path):
+    jsonl = tmp_path / "run.jsonl"
+    jsonl.write_text(
+        "".join(json.dumps({**r, "start": r["start"].isoformat()}) + "\n" for r in records())
+    )
+    csv = tmp_path / "run.csv"
+    pl.DataFrame([{**r, "start": r["start"].isoformat()} for r in records()]).write_csv(csv)
+    _, a = parse(jsonl)
+    fmt, b = parse(csv)
+    assert fmt is FILE_FORMATS["client_csv"]
+    cols = [c for c in a.table("client_requests").columns if c not in ("run", "source")]
+    assert a.table("client_requests").select(cols).equals(b.table("client_requests").select(cols))
+
+
+def test_naive_client_times_take_the_client_zone(tmp_path):
+    path = tmp_path / "run.jsonl"
+    path.write_text(
+        json.dumps({"started_at": "2026-02-24T15:16:02", "latency_s": 1.0, "ok": True}) + "\n"
+    )
+    _, result = parse(path, ParseContext(year=2026, client_tz="Asia/Seoul"))
+    assert result.table("client_requests")["started_at"][0] == dt.datetime(
+        2026, 2, 24, 6, 16, 2, tzinfo=UTC
+    )
+
+
+def test_truncated_and_garbage_jsonl_lines_are_counted_not_dropped(tmp_path):
+    path = tmp_path / "run.jsonl"
+    good = json.dumps({"started_at": "2026-02-24T06:16:02Z", "latency_s": 1.0, "ok": True})
+    path.write_text(
+        good
+        + "\n"
+        + good
+        + '\nnot json at all\n{"started_at": "2026-02-24T06:16:0\n'
+        + good[:-1]
+        + ', "x": }\n'
+    )
+    _, result = parse(path)
+    assert result.parsed == 2
+    assert result.unparsed == 3
+    assert [n for n, _ in result.unparsed_examples] == [3, 4, 5]
+
+
+@pytest.mark.parametrize("status, ok", [("ok", True), ("error", False), ("timeout", False)])
+def test_status_words_decide_success(tmp_path, status, ok):
+    path = tmp_path / "run.jsonl"
+    path.write_text(
+        json.dumps({"start_time": "2026-02-24T06:16:02Z", "latency_ms": 1500, "status": status})
+        + "\n"
+    )
+    rows = parse(path)[1].table("client_requests")
+    assert rows["ok"].to_list() == [ok]
+    assert rows["latency_s"].to_list() == [1.5]

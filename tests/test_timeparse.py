@@ -1,0 +1,54 @@
+import datetime as dt
+
+import polars as pl
+import pytest
+
+from logforensics import timeparse
+
+UTC = dt.timezone.utc
+
+
+def convert(values, fn):
+    return pl.DataFrame({"v": values}).select(fn(pl.col("v")).alias("t"))["t"].to_list()
+
+
+def test_iso_variants_land_on_the_same_utc_instant():
+    values = [
+        "2026-02-24T06:16:03.482913055Z",  # docker logs -t: nanoseconds
+        "2026-02-24T15:16:03.482913+09:00",  # client in Seoul
+        "2026-02-24 06:16:03,482913",  # Python logging's comma, naive (UTC assumed)
+        "2026-02-24T01:16:03.482913-0500",  # offset without colon
+    ]
+    expected = dt.datetime(2026, 2, 24, 6, 16, 3, 482913, tzinfo=UTC)
+    assert convert(values, timeparse.iso_to_utc) == [expected] * 4
+
+
+def test_naive_iso_is_read_in_the_assumed_zone():
+    [t] = convert(["2026-02-24T15:16:03"], lambda e: timeparse.iso_to_utc(e, "Asia/Seoul"))
+    assert t == dt.datetime(2026, 2, 24, 6, 16, 3, tzinfo=UTC)
+
+
+def test_unreadable_iso_is_null_not_an_error():
+    assert convert(["garbage", "2026-13-45T99:00:00Z", ""], timeparse.iso_to_utc) == [None] * 3
+
+
+def test_yearless_vllm_stamps_roll_over_new_year():
+    frame = pl.DataFrame({"md": ["12-31 23:59:58", "12-31 23:59:59", "01-01 00:00:07"]})
+    out = frame.select(timeparse.roll_years(timeparse.yearless_to_utc(pl.col("md"), 2025)))
+    years = [t.year for t in out.to_series().to_list()]
+    assert years == [2025, 2025, 2026]
+
+
+def test_yearless_stamp_in_server_local_time():
+    [t] = convert(["02-24 15:16:03"], lambda e: timeparse.yearless_to_utc(e, 2026, "Asia/Seoul"))
+    assert t == dt.datetime(2026, 2, 24, 6, 16, 3, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [1771913763.5, 1771913763500, 1771913763500000, 1771913763500000000],
+    ids=["s", "ms", "us", "ns"],
+)
+def test_epoch_units_told_apart_by_magnitude(value):
+    [t] = convert([value], timeparse.epoch_to_utc)
+    assert t == dt.datetime(2026, 2, 24, 6, 16, 3, 500000, tzinfo=UTC)
