@@ -1,0 +1,306 @@
+"""The whole job as one library call: `analyze(paths) -> Analysis`.
+
+The Analysis is built once; the HTML, JSON and Markdown reporters only render it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from logforensics import correlate, runs
+from logforensics.diagnose import Thresholds, Verdict, diagnose
+from logforensics.ingest import ParseContext
+from logforensics.inputs import InputFile, Inputs, load
+
+JSON_FORMAT_VERSION = 1
+DUPLICATE_LATENCY_S = 0.011  # the seed script rounds latencies to 0.01 s
+
+
+@dataclass
+class Options:
+    year: int | None = None
+    server_tz: str = "UTC"
+    client_tz: str = "UTC"
+    offset_s: float | None = None
+    instance_names: dict[Path, str] = field(default_factory=dict)
+    thresholds: Thresholds = field(default_factory=Thresholds)
+
+
+@dataclass
+class Finding:
+    kind: str
+    detail: str
+    severity: str = "warning"  # info | warning
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "detail": self.detail, "severity": self.severity}
+
+
+@dataclass
+class Analysis:
+    verdict: Verdict
+    requests: pl.DataFrame  # client_requests + attribution columns
+    tables: dict[str, pl.DataFrame]
+    runs: list[dict]
+    instances: list[str]
+    clock: correlate.ClockFit
+    findings: list[Finding]
+    inputs: list[InputFile]
+    errors: list[str]
+    coverage: dict[str, tuple[dt.datetime, dt.datetime]]
+    unmatched_server_records: int
+    generated_at: dt.datetime
+
+    @property
+    def measured(self) -> pl.DataFrame:
+        return self.requests.filter(~pl.col("warmup"))
+
+    def totals(self) -> dict:
+        m = self.measured
+        return {
+            "sent": m.height,
+            "succeeded": int(m["ok"].sum()) if m.height else 0,
+            "failed": int((~m["ok"]).sum()) if m.height else 0,
+            "unreached": int((m["reach"] == "unreached").sum()) if m.height else 0,
+            "unknown": int((m["reach"] == "unknown").sum()) if m.height else 0,
+        }
+
+    def instance_shares(self) -> list[dict]:
+        m = self.measured
+        served = m.filter(pl.col("instance").is_not_null()).height
+        out = []
+        for name in self.instances:
+            n = m.filter(pl.col("instance") == name).height
+            out.append({"name": name, "requests": n, "share": (n / served) if served else None})
+        return out
+
+    def to_dict(self) -> dict:
+        """The JSON contract (README: "JSON output"); bump JSON_FORMAT_VERSION on shape changes."""
+        return {
+            "format_version": JSON_FORMAT_VERSION,
+            "generated_at": _iso(self.generated_at),
+            "verdict": self.verdict.to_dict(),
+            "totals": self.totals(),
+            "instances": self.instance_shares(),
+            "runs": [_jsonable(run) for run in self.runs],
+            "findings": [f.to_dict() for f in self.findings],
+            "inputs": [_input_dict(f) for f in self.inputs],
+            "errors": self.errors,
+            "clock": {
+                "offset_s": self.clock.offset_s,
+                "method": self.clock.method,
+                "matched": self.clock.matched,
+                "considered": self.clock.considered,
+                "fit": self.clock.fit,
+                "residual_s": self.clock.residual_s,
+                "zone_hint": self.clock.zone_hint,
+            },
+            "coverage": {k: [_iso(a), _iso(b)] for k, (a, b) in self.coverage.items()},
+            "unmatched_server_records": self.unmatched_server_records,
+        }
+
+
+def _iso(value):
+    return value.isoformat().replace("+00:00", "Z") if isinstance(value, dt.datetime) else value
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    return _iso(obj)
+
+
+def _input_dict(f: InputFile) -> dict:
+    return {
+        "path": f.path,
+        "format": f.format,
+        "formats": f.formats,
+        "role": f.role,
+        "instance": f.instance,
+        "lines": f.lines,
+        "parsed": f.parsed,
+        "noise": f.noise,
+        "unparsed": f.unparsed,
+        "records": f.records,
+        "span": [_iso(f.span[0]), _iso(f.span[1])] if f.span else None,
+        "unparsed_examples": [{"line": n, "text": t} for n, t in f.unparsed_examples],
+        "notes": f.notes,
+        "skipped": f.skipped,
+    }
+
+
+def infer_year(paths: list[Path]) -> tuple[int, str | None]:
+    """Yearless vLLM stamps need a year: take it from a dated source, else today's."""
+    probe = load(paths, ParseContext(year=2000))
+    years = []
+    for name in ("client_requests",):
+        frame = probe.tables[name]
+        if frame.height and frame["started_at"].is_not_null().any():
+            years.append(frame["started_at"].drop_nulls().dt.year().mode()[0])
+    server = probe.tables["server_requests"]
+    if server.height:
+        # runtime-prefixed lines carry the year; yearless ones were read as 2000
+        dated = server.filter(pl.col("at").dt.year() != 2000)
+        if dated.height:
+            years.append(dated["at"].dt.year().mode()[0])
+    if years:
+        return int(years[0]), None
+    today = dt.date.today().year
+    return today, f"no dated source: yearless timestamps were read as {today} (set --year)"
+
+
+def dedupe_client(client: pl.DataFrame) -> tuple[pl.DataFrame, list[Finding]]:
+    """Untimed rows that repeat a timed file's requests (same step, index, latency) count once."""
+    timed = client.filter(pl.col("started_at").is_not_null())
+    untimed = client.filter(pl.col("started_at").is_null())
+    if timed.is_empty() or untimed.is_empty():
+        return client, []
+    key = ["step", "index"]
+    pairs = (
+        untimed.with_row_index("_u")
+        .join(
+            timed.select(*key, pl.col("latency_s").alias("_lat"), pl.col("run").alias("_run")),
+            on=key,
+        )
+        .filter((pl.col("latency_s") - pl.col("_lat")).abs() <= DUPLICATE_LATENCY_S)
+    )
+    dupes = set(pairs["_u"].to_list())
+    kept = untimed.with_row_index("_u").filter(~pl.col("_u").is_in(list(dupes))).drop("_u")
+    findings = []
+    if dupes:
+        for run, n in pairs.group_by("run", "_run").len().select("run", "len").iter_rows():
+            other = pairs.filter(pl.col("run") == run)["_run"][0]
+            findings.append(
+                Finding(
+                    "duplicate_client_records",
+                    f"{run}: {n} requests repeat those in {other} (same step, index and latency); counted once, with the timed copy",
+                    "info",
+                )
+            )
+    return pl.concat([timed, kept]), findings
+
+
+def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
+    options = options or Options()
+    findings: list[Finding] = []
+    year, year_note = (options.year, None) if options.year else infer_year(paths)
+    if year_note:
+        findings.append(Finding("year_assumed", year_note))
+    ctx = ParseContext(year=year, server_tz=options.server_tz, client_tz=options.client_tz)
+    inputs: Inputs = load(paths, ctx, options.instance_names)
+    tables = inputs.tables
+    client, dupes = dedupe_client(tables["client_requests"])
+    findings += dupes
+    client = runs.assign_steps(client)
+    instances = sorted({f.instance for f in inputs.files if f.role == "server" and f.instance})
+    records = correlate.inference_records(tables["server_requests"])
+    clock = correlate.estimate_offset(client, records, options.offset_s)
+    requests = correlate.attribute(client, tables["server_requests"], clock, inputs.coverage)
+    step_runs = runs.summarise(requests, instances)
+    unmatched = max(0, records.height - requests.filter(pl.col("match_key").is_not_null()).height)
+    verdict = diagnose(requests, tables, clock.offset_s, instances, options.thresholds)
+    findings += _findings(step_runs, instances, clock, inputs, requests, unmatched)
+    return Analysis(
+        verdict=verdict,
+        requests=requests,
+        tables=tables,
+        runs=step_runs,
+        instances=instances,
+        clock=clock,
+        findings=findings,
+        inputs=inputs.files,
+        errors=inputs.errors,
+        coverage=inputs.coverage,
+        unmatched_server_records=unmatched,
+        generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
+    )
+
+
+def _findings(step_runs, instances, clock, inputs, requests, unmatched) -> list[Finding]:
+    out = []
+    measured = [r for r in step_runs if not r["warmup"]]
+    for run in step_runs:
+        if run["warmup"]:
+            out.append(
+                Finding(
+                    "warmup",
+                    f"{run['sent']} warm-up request(s) recognised and left out of the step statistics",
+                    "info",
+                )
+            )
+    for run in measured:
+        b = run["balance"]
+        if b["verdict"] not in ("even", "n/a"):
+            counts = ":".join(str(run["per_instance"][n]) for n in instances)
+            p = f"{b['p_even']:.2f}" if b["p_even"] is not None else "n/a"
+            out.append(
+                Finding(
+                    "lb_skew",
+                    f"step {run['index']} ({run['sent']} sent): split {counts} across {', '.join(instances)}; {b['verdict']} (chi-square p = {p} against an even split)",
+                )
+            )
+        if run["contaminated"]:
+            out.append(
+                Finding(
+                    "contaminated_step",
+                    f"step {run['index']} started while earlier requests were still pending ({run['overlap_s']:.1f} s overlap): its numbers mix two loads; rest longer than the client timeout between steps",
+                )
+            )
+    if len(measured) >= 2 and len(instances) >= 2:
+        for name in instances:
+            counts = [r["per_instance"][name] for r in measured]
+            served = [sum(r["per_instance"].values()) for r in measured]
+            if len(set(counts)) == 1 and counts[0] > 0 and max(served) > min(served):
+                out.append(
+                    Finding(
+                        "instance_capped",
+                        f"{name} served exactly {counts[0]} in every step while the served total went {' → '.join(map(str, served))}: something on its path caps it",
+                    )
+                )
+            if sum(counts) == 0 and sum(served) > 0:
+                out.append(
+                    Finding(
+                        "active_standby",
+                        f"{name} served no request in any step: the balancer treats it as standby, or it is not in the pool",
+                    )
+                )
+    if clock.zone_hint:
+        out.append(
+            Finding(
+                "time_zone_mismatch",
+                f"client and server clocks differ by {clock.offset_s:+.0f} s ≈ {clock.zone_hint}",
+            )
+        )
+    for f in inputs.files:
+        if f.unparsed:
+            out.append(
+                Finding(
+                    "unparsed_lines",
+                    f"{f.path}: {f.unparsed} of {f.lines} lines not understood (first at line {f.unparsed_examples[0][0] if f.unparsed_examples else '?'})",
+                )
+            )
+        if f.skipped:
+            out.append(Finding("skipped_file", f"{f.path}: skipped ({f.skipped})", "info"))
+    unknown = requests.filter(~pl.col("warmup") & (pl.col("reach") == "unknown"))
+    if unknown.height:
+        out.append(
+            Finding(
+                "unknown_reach",
+                f"{unknown.height} request(s) cannot be placed: no absolute time, or outside the span every instance's log covers",
+            )
+        )
+    if unmatched:
+        out.append(
+            Finding(
+                "unmatched_server_records",
+                f"{unmatched} inference record(s) in the instance logs match no client request (other clients, retries, or a client file that is missing)",
+                "info",
+            )
+        )
+    return out

@@ -1,0 +1,137 @@
+"""The ingest stage: paths in, canonical tables and an account of every file out."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from logforensics import model
+from logforensics.ingest import InputError, ParseContext, SourceFile, detect
+
+
+@dataclass
+class InputFile:
+    """One file as the report's inputs section shows it."""
+
+    path: str
+    format: str | None
+    role: str | None
+    instance: str | None
+    lines: int = 0
+    parsed: int = 0
+    noise: int = 0
+    formats: list[str] = field(default_factory=list)
+    records: dict[str, int] = field(default_factory=dict)
+    span: tuple[dt.datetime, dt.datetime] | None = None
+    unparsed_examples: list[tuple[int, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    skipped: str | None = None  # why the file was not read, if it was not
+
+    @property
+    def unparsed(self) -> int:
+        return self.lines - self.parsed - self.noise
+
+
+@dataclass
+class Inputs:
+    tables: dict[str, pl.DataFrame]
+    files: list[InputFile]
+    errors: list[str]  # paths named on the command line that could not be used
+    coverage: dict[str, tuple[dt.datetime, dt.datetime]]  # instance → span its logs cover
+    notes: list[str] = field(default_factory=list)
+
+
+def expand(paths: list[Path]) -> tuple[list[tuple[Path, bool]], list[str]]:
+    """Files to read (and whether each was named explicitly), plus errors for missing paths."""
+    files, errors = [], []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+            if not found:
+                errors.append(f"{path}: folder holds no files")
+            files.extend((p, False) for p in found)
+        elif path.is_file():
+            files.append((path, True))
+        else:
+            errors.append(f"{path}: no such file or folder")
+    return files, errors
+
+
+def instance_name(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".log", ".txt", ".out"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def load(
+    paths: list[Path],
+    ctx: ParseContext,
+    instance_names: dict[Path, str] | None = None,
+) -> Inputs:
+    """Read every file; a file that fails is reported, never hides the others."""
+    instance_names = {p.resolve(): n for p, n in (instance_names or {}).items()}
+    files, errors = expand(paths)
+    collected: dict[str, list[pl.DataFrame]] = {name: [] for name in model.SCHEMAS}
+    accounts: list[InputFile] = []
+    for path, named in files:
+        display = str(path)
+        source = SourceFile(path, display, instance_names.get(path.resolve(), instance_name(path)))
+        try:
+            fmt = detect(source)
+            if fmt is None:
+                reason = "empty file" if not source.raw.strip() else "no known format"
+                accounts.append(InputFile(display, None, None, None, skipped=reason))
+                if named:
+                    errors.append(f"{display}: {reason}")
+                continue
+            result = fmt.parse(source, ctx)
+        except InputError as exc:
+            accounts.append(InputFile(display, None, None, None, skipped=str(exc)))
+            errors.append(str(exc))
+            continue
+        records = {name: frame.height for name, frame in result.tables.items() if frame.height}
+        for name, frame in result.tables.items():
+            collected[name].append(frame)
+        accounts.append(
+            InputFile(
+                path=display,
+                format=fmt.name,
+                role=fmt.role,
+                instance=source.instance if fmt.role == "server" else None,
+                lines=result.lines,
+                parsed=result.parsed,
+                noise=result.noise,
+                formats=result.formats,
+                records=records,
+                span=result.span or _span(result.tables),
+                unparsed_examples=result.unparsed_examples,
+                notes=result.notes,
+            )
+        )
+    tables = {
+        name: pl.concat(frames) if frames else model.empty(name)
+        for name, frames in collected.items()
+    }
+    coverage = {}
+    for account in accounts:
+        if account.role == "server" and account.span:
+            lo, hi = coverage.get(account.instance, account.span)
+            coverage[account.instance] = (min(lo, account.span[0]), max(hi, account.span[1]))
+    return Inputs(tables=tables, files=accounts, errors=errors, coverage=coverage)
+
+
+def _span(tables: dict[str, pl.DataFrame]) -> tuple[dt.datetime, dt.datetime] | None:
+    times = [
+        frame.select(pl.col(c).min().alias("lo"), pl.col(c).max().alias("hi"))
+        for frame in tables.values()
+        for c in ("at", "started_at", "ended_at")
+        if c in frame.columns and frame.height
+    ]
+    if not times:
+        return None
+    both = pl.concat(times).select(pl.col("lo").min(), pl.col("hi").max()).row(0)
+    return both if both[0] is not None else None

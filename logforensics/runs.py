@@ -1,0 +1,136 @@
+"""Load steps: which requests belong together, what each step measured.
+
+A step is the client's own step number where it logged one; otherwise a
+burst of requests whose starts lie close together. A lone request before the
+first burst is the warm-up. A step that starts while an earlier step's
+requests are still pending is contaminated (the seed's first, garbage
+measurement): its numbers mix two loads.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from logforensics.correlate import chi_square_even
+
+BURST_GAP_S = 2.0  # starts further apart than this begin a new step
+SKEW_P_VALUE = 0.05
+SKEW_RATIO = 1.5  # max/min share ratio that counts as uneven
+
+
+def assign_steps(client: pl.DataFrame) -> pl.DataFrame:
+    """Give every request a `step` (1-based; warm-ups keep their own flag)."""
+    if client.is_empty():
+        return client
+    if client.filter(~pl.col("warmup"))["step"].is_not_null().all():
+        return client
+    ordered = client.sort("started_at", nulls_last=True)
+    gap = (pl.col("started_at").diff().dt.total_microseconds() / 1e6) > BURST_GAP_S
+    ordered = ordered.with_columns((gap.fill_null(False).cum_sum() + 1).alias("_burst"))
+    sizes = ordered.group_by("_burst").len()
+    first = sizes.filter(pl.col("_burst") == 1)["len"].item()
+    lone_first = first == 1 and sizes.height > 1
+    ordered = ordered.with_columns(
+        (pl.col("warmup") | ((pl.col("_burst") == 1) & pl.lit(lone_first))).alias("warmup"),
+        pl.coalesce(pl.col("step"), pl.col("_burst") - pl.lit(1 if lone_first else 0)).alias(
+            "step"
+        ),
+    )
+    return ordered.drop("_burst")
+
+
+def _percentile(col: str, q: float) -> pl.Expr:
+    return pl.col(col).filter(pl.col("ok")).quantile(q, "linear")
+
+
+def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
+    """One dict per step (warm-up first, marked), in the JSON contract's shape."""
+    if client.is_empty():
+        return []
+    client = client.with_columns(
+        pl.when(pl.col("warmup")).then(0).otherwise(pl.col("step")).alias("step")
+    )
+    stats = (
+        client.group_by("step")
+        .agg(
+            pl.col("warmup").all().alias("warmup"),
+            pl.len().alias("sent"),
+            pl.col("ok").sum().alias("succeeded"),
+            (~pl.col("ok")).sum().alias("failed"),
+            (pl.col("reach") == "unreached").sum().alias("unreached"),
+            (pl.col("reach") == "unknown").sum().alias("unknown"),
+            pl.col("started_at").min().alias("started_at"),
+            pl.col("ended_at").max().alias("ended_at"),
+            pl.col("latency_s").filter(pl.col("ok")).mean().alias("latency_mean_s"),
+            _percentile("latency_s", 0.5).alias("latency_p50_s"),
+            _percentile("latency_s", 0.95).alias("latency_p95_s"),
+            _percentile("latency_s", 0.99).alias("latency_p99_s"),
+            pl.col("output_tokens").filter(pl.col("ok")).sum().alias("output_tokens"),
+            pl.col("latency_s").filter(pl.col("ok")).max().alias("ok_span_s"),
+            *[(pl.col("instance") == name).sum().alias(f"@{name}") for name in instances],
+        )
+        .sort("step")
+    )
+    runs = []
+    pending_until = None
+    for row in stats.iter_rows(named=True):
+        per_instance = {name: row.pop(f"@{name}") for name in instances}
+        started, ended = row["started_at"], row["ended_at"]
+        overlap = None
+        if pending_until is not None and started is not None and started < pending_until:
+            overlap = round((pending_until - started).total_seconds(), 3)
+        if ended is not None:
+            pending_until = max(pending_until, ended) if pending_until else ended
+        span = row.pop("ok_span_s")
+        tokens = row.pop("output_tokens")
+        run = {
+            "index": row["step"],
+            "warmup": row["warmup"],
+            "concurrency": row["sent"],
+            **{
+                k: row[k]
+                for k in (
+                    "started_at",
+                    "ended_at",
+                    "sent",
+                    "succeeded",
+                    "failed",
+                    "unreached",
+                    "unknown",
+                )
+            },
+            "per_instance": per_instance,
+            "contaminated": overlap is not None and not row["warmup"],
+            "overlap_s": overlap,
+            "latency_s": {
+                "mean": row["latency_mean_s"],
+                "p50": row["latency_p50_s"],
+                "p95": row["latency_p95_s"],
+                "p99": row["latency_p99_s"],
+            },
+            # tokens of the successes over the time the successes took (the seed's tok/s)
+            "output_tokens_per_s": (tokens / span) if span and tokens else None,
+        }
+        run["balance"] = balance(per_instance)
+        runs.append(run)
+    return runs
+
+
+def balance(per_instance: dict[str, int]) -> dict:
+    """How evenly a step's served requests were spread, and whether that can be told."""
+    counts = list(per_instance.values())
+    total = sum(counts)
+    if len(counts) < 2 or total == 0:
+        return {"shares": {}, "max_min_ratio": None, "p_even": None, "verdict": "n/a"}
+    shares = {k: v / total for k, v in per_instance.items()}
+    lo, hi = min(counts), max(counts)
+    p = chi_square_even(counts)
+    ratio = (hi / lo) if lo else None
+    uneven = lo == 0 or (ratio is not None and ratio >= SKEW_RATIO)
+    if uneven and p is not None and p < SKEW_P_VALUE:
+        verdict = "skewed"
+    elif uneven:
+        verdict = "uneven, sample too small to prove skew"
+    else:
+        verdict = "even"
+    return {"shares": shares, "max_min_ratio": ratio, "p_even": p, "verdict": verdict}

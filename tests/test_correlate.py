@@ -1,0 +1,106 @@
+"""Clock alignment, attribution and "never reached" on generated incidents."""
+
+import datetime as dt
+import random
+
+import pytest
+
+from logforensics.analysis import Options, analyze
+from logforensics.correlate import chi_square_even, zone_hint
+from tests import scenario
+
+
+def bundle(tmp_path, sc, seed=3):
+    scenario.write_bundle(sc, tmp_path, seed=seed)
+    (tmp_path / "client" / "rows.txt").unlink()
+    return tmp_path
+
+
+@pytest.mark.parametrize("offset_s", [0.0, 2.75, -41.3, 9 * 3600.0, -5 * 3600.0 + 0.4])
+def test_offset_is_recovered_and_attribution_survives_it(tmp_path, offset_s):
+    sc = scenario.seed_two_instances()
+    sc.server_clock_offset_s = offset_s
+    got = analyze([bundle(tmp_path, sc)]).to_dict()
+    assert got["clock"]["offset_s"] == pytest.approx(offset_s, abs=0.05)
+    steps = [r for r in got["runs"] if not r["warmup"]]
+    assert [r["per_instance"]["instance-2"] for r in steps] == [2, 3, 10]
+    assert got["totals"]["unreached"] == 13
+    if abs(offset_s) >= 3600:
+        assert any(f["kind"] == "time_zone_mismatch" for f in got["findings"])
+    else:
+        assert got["clock"]["zone_hint"] is None
+
+
+def test_forced_offset_is_used_and_reported(tmp_path):
+    sc = scenario.seed_two_instances()
+    sc.server_clock_offset_s = 30.0
+    got = analyze([bundle(tmp_path, sc)], Options(offset_s=30.0)).to_dict()
+    assert got["clock"]["method"] == "forced"
+    assert got["clock"]["offset_s"] == 30.0
+    assert got["clock"]["fit"] == 1.0
+
+
+def test_failures_outside_an_instance_log_are_unknown_not_unreached(tmp_path):
+    sc = scenario.seed_two_instances()
+    # instance-2's log stops before step 3: its failures cannot be proven unreached
+    step3 = min(r.started_at for r in sc.requests if r.step == 3)
+    path = bundle(tmp_path, sc)
+    log = (path / "instance-2.log").read_text().splitlines(keepends=True)
+    cut = step3.strftime("%Y-%m-%dT%H:%M:%S")
+    (path / "instance-2.log").write_text("".join(line for line in log if line[:19] < cut))
+    got = analyze([path]).to_dict()
+    steps = {r["index"]: r for r in got["runs"]}
+    assert steps[1]["unreached"] == 3 and steps[2]["unreached"] == 5
+    assert steps[3]["unreached"] == 0
+    assert steps[3]["unknown"] == 5 + 10  # its failures, and the successes instance-2 served unseen
+
+
+def test_missing_instance_log_makes_everything_unknown_and_inconclusive(tmp_path):
+    sc = scenario.seed_two_instances()
+    path = bundle(tmp_path, sc)
+    (path / "instance-1.log").unlink()
+    (path / "instance-2.log").unlink()
+    got = analyze([path]).to_dict()
+    assert got["totals"]["unreached"] == 0
+    assert got["totals"]["unknown"] == 43
+    assert got["verdict"]["bottleneck"] == "inconclusive"
+    assert got["verdict"]["missing"]
+
+
+def test_random_scenarios_attribute_every_served_request(tmp_path):
+    rng = random.Random(11)
+    for trial in range(4):
+        sc = scenario.seed_two_instances()
+        names = [f"gpu-{k}" for k in range(rng.randint(1, 4))]
+        sc.instances = names
+        for r in sc.requests:
+            if r.served_by:
+                r.served_by = rng.choice(names)
+        sc.server_clock_offset_s = rng.uniform(-300, 300)
+        folder = tmp_path / f"t{trial}"
+        got = analyze([bundle(folder, sc, seed=trial)]).to_dict()
+        truth = scenario.truth(sc)
+        for got_run, want in zip(
+            [r for r in got["runs"] if not r["warmup"]], truth["runs"], strict=True
+        ):
+            assert got_run["per_instance"] == want["per_instance"]
+            assert got_run["unreached"] == want["unreached"]
+
+
+def test_chi_square_even_split():
+    assert chi_square_even([10, 10]) == pytest.approx(1.0)
+    assert chi_square_even([5, 2]) == pytest.approx(0.2568, abs=1e-3)
+    assert chi_square_even([50, 10]) < 0.001
+    assert chi_square_even([7]) is None
+
+
+def test_zone_hint_names_whole_hour_offsets():
+    assert "+9 h" in zone_hint(9 * 3600 + 3) and "Seoul" in zone_hint(9 * 3600)
+    assert zone_hint(5.5 * 3600).startswith("+5.5 h")
+    assert zone_hint(1234.0) is None
+    assert zone_hint(2 * 3600 + 700) is None
+
+
+def test_scenario_dates_are_utc():
+    sc = scenario.seed_two_instances()
+    assert all(r.started_at.tzinfo == dt.timezone.utc for r in sc.requests)
