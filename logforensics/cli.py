@@ -1,0 +1,172 @@
+"""Command line: argument parsing, output files and exit codes only.
+
+Exit codes (documented in the README):
+  0  analysis written
+  1  unexpected internal error (a bug: please report it with the traceback)
+  2  bad input: a named path missing or unreadable, or nothing recognisable
+     (the analysis of the other inputs is still written)
+  3  a --fail-on condition held (reserved; see README)
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from logforensics import __version__
+from logforensics.analysis import Options, analyze
+from logforensics.diagnose import Thresholds
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+
+def _parse_instance(values: tuple[str, ...]) -> dict[Path, str]:
+    names = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name or not path:
+            raise click.BadParameter(f"expected NAME=PATH, got {value!r}", param_hint="--instance")
+        names[Path(path)] = name
+    return names
+
+
+@click.group()
+@click.version_option(__version__, prog_name="logforensics")
+def cli() -> None:
+    """Post-mortem of a failed LLM load test, from the logs you already have."""
+
+
+@cli.command("analyze")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "-o", "--html", "html_out", type=click.Path(path_type=Path), help="Write the HTML report here."
+)
+@click.option(
+    "--json",
+    "json_out",
+    type=click.Path(path_type=Path),
+    help="Write the JSON report here ('-' for stdout).",
+)
+@click.option(
+    "--md", "md_out", type=click.Path(path_type=Path), help="Write the Markdown summary here."
+)
+@click.option(
+    "--instance",
+    "instances",
+    multiple=True,
+    metavar="NAME=PATH",
+    help="Name the instance a log belongs to (default: the file's name).",
+)
+@click.option(
+    "--year",
+    type=int,
+    help="Year for yearless vLLM stamps (default: from a dated source, else this year).",
+)
+@click.option(
+    "--server-tz", default="UTC", show_default=True, help="Zone of the servers' own stamps."
+)
+@click.option(
+    "--client-tz", default="UTC", show_default=True, help="Zone of naive client timestamps."
+)
+@click.option(
+    "--offset", "offset_s", type=float, help="Force the client→server clock offset, in seconds."
+)
+@click.option(
+    "--kv-full-pct",
+    type=float,
+    default=Thresholds.kv_full_pct,
+    show_default=True,
+    help="GPU KV cache usage that counts as full.",
+)
+@click.option(
+    "--idle-kv-pct",
+    type=float,
+    default=Thresholds.idle_kv_pct,
+    show_default=True,
+    help="KV usage below which an idle instance had room.",
+)
+@click.option(
+    "--unreached-share",
+    type=float,
+    default=Thresholds.unreached_share,
+    show_default=True,
+    help="Share of failures that must be unreached to blame the front.",
+)
+def analyze_command(
+    paths,
+    html_out,
+    json_out,
+    md_out,
+    instances,
+    year,
+    server_tz,
+    client_tz,
+    offset_s,
+    kv_full_pct,
+    idle_kv_pct,
+    unreached_share,
+) -> None:
+    """Analyse logs (files or folders, .gz too) and write the reports.
+
+    Every file's format is sniffed; the verdict is printed in one line.
+    """
+    from logforensics.report import render_html, render_json, render_markdown
+
+    options = Options(
+        year=year,
+        server_tz=server_tz,
+        client_tz=client_tz,
+        offset_s=offset_s,
+        instance_names=_parse_instance(instances),
+        thresholds=Thresholds(
+            kv_full_pct=kv_full_pct, idle_kv_pct=idle_kv_pct, unreached_share=unreached_share
+        ),
+    )
+    analysis = analyze(list(paths), options)
+    for error in analysis.errors:
+        click.echo(f"logforensics: error: {error}", err=True)
+    usable = [f for f in analysis.inputs if f.format]
+    if not usable:
+        click.echo("logforensics: error: nothing recognisable in the inputs", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    for out, render in (
+        (html_out, render_html),
+        (json_out, render_json),
+        (md_out, render_markdown),
+    ):
+        if out is None:
+            continue
+        text = render(analysis)
+        if str(out) == "-":
+            click.echo(text, nl=False)
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {out}", err=True)
+    v = analysis.verdict
+    t = analysis.totals()
+    click.echo(
+        f"verdict: {v.bottleneck.value} (confidence {v.confidence:.2f}) — "
+        f"{t['sent']} sent, {t['succeeded']} ok, {t['failed']} failed, {t['unreached']} never reached an instance",
+        err=str(json_out) == "-",
+    )
+    sys.exit(EXIT_BAD_INPUT if analysis.errors else EXIT_OK)
+
+
+def _register_commands() -> None:
+    from logforensics.loadtest import loadtest_command
+
+    cli.add_command(loadtest_command)
+
+
+_register_commands()
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

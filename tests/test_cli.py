@@ -1,0 +1,111 @@
+"""The command line as a user meets it: outputs, one-line verdict, exit codes."""
+
+import json
+
+from click.testing import CliRunner
+
+from logforensics.cli import cli
+from tests.conftest import write
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_analyze_writes_three_reports_and_prints_the_verdict(tmp_path, seed_bundle):
+    html, js, md = tmp_path / "r.html", tmp_path / "r.json", tmp_path / "r.md"
+    result = run("analyze", seed_bundle, "-o", html, "--json", js, "--md", md)
+    assert result.exit_code == 0, result.output
+    verdict_lines = [line for line in result.output.splitlines() if line.startswith("verdict:")]
+    assert verdict_lines == [
+        "verdict: front_proxy (confidence 0.90) — 43 sent, 30 ok, 13 failed, 13 never reached an instance"
+    ]
+    data = json.loads(js.read_text())
+    assert data["verdict"]["bottleneck"] == "front_proxy"
+    assert "<h1>Bottleneck: the front proxy</h1>" in html.read_text()
+    assert "| 3 | 20 | 15 | 5 | 5 | 5 | 10 |" in md.read_text()
+
+
+def test_json_to_stdout_is_pure_json(tmp_path, seed_bundle):
+    result = CliRunner().invoke(cli, ["analyze", str(seed_bundle), "--json", "-"])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["totals"]["sent"] == 43
+
+
+def test_missing_path_is_exit_2_but_the_rest_is_analysed(tmp_path, seed_bundle):
+    js = tmp_path / "r.json"
+    missing = tmp_path / "nope.log"
+    result = run("analyze", seed_bundle, missing, "--json", js)
+    assert result.exit_code == 2
+    assert f"error: {missing}: no such file or folder" in result.output
+    data = json.loads(js.read_text())
+    assert data["verdict"]["bottleneck"] == "front_proxy"
+    assert data["errors"] == [f"{missing}: no such file or folder"]
+
+
+def test_named_file_of_unknown_format_is_exit_2(tmp_path, seed_bundle):
+    odd = write(tmp_path / "nginx.conf", "events {}\nhttp { server { listen 80; } }\n")
+    result = run("analyze", seed_bundle / "instance-1.log", odd)
+    assert result.exit_code == 2
+    assert f"{odd}: no known format" in result.output
+
+
+def test_unknown_files_found_in_a_folder_are_skipped_not_errors(tmp_path, seed_bundle):
+    import shutil
+
+    folder = tmp_path / "bundle"
+    shutil.copytree(seed_bundle, folder)
+    write(folder / "README.md", "# notes\nKim restarted the proxy at 06:30.\n")
+    (folder / "screenshot.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    js = tmp_path / "r.json"
+    result = run("analyze", folder, "--json", js)
+    assert result.exit_code == 0, result.output
+    skipped = {
+        i["path"].rsplit("/", 1)[-1]: i["skipped"]
+        for i in json.loads(js.read_text())["inputs"]
+        if i["skipped"]
+    }
+    assert set(skipped) == {"README.md", "screenshot.png", "expected.json"}
+
+
+def test_nothing_recognisable_is_exit_2(tmp_path):
+    folder = tmp_path / "empty"
+    write(folder / "notes.txt", "nothing to see\n")
+    result = run("analyze", folder)
+    assert result.exit_code == 2
+    assert "nothing recognisable" in result.output
+
+
+def test_empty_folder_and_empty_file(tmp_path):
+    (tmp_path / "void").mkdir()
+    result = run("analyze", tmp_path / "void")
+    assert result.exit_code == 2 and "folder holds no files" in result.output
+    empty = write(tmp_path / "empty.log", "")
+    result = run("analyze", empty)
+    assert result.exit_code == 2 and f"{empty}: empty file" in result.output
+
+
+def test_instance_option_names_a_log(tmp_path, seed_bundle):
+    js = tmp_path / "r.json"
+    result = run(
+        "analyze",
+        seed_bundle,
+        "--json",
+        js,
+        "--instance",
+        f"gpu-a={seed_bundle / 'instance-1.log'}",
+    )
+    assert result.exit_code == 0
+    names = [i["name"] for i in json.loads(js.read_text())["instances"]]
+    assert names == ["gpu-a", "instance-2"]
+
+
+def test_bad_instance_option_is_a_usage_error(seed_bundle):
+    result = CliRunner().invoke(cli, ["analyze", str(seed_bundle), "--instance", "no-equals-sign"])
+    assert result.exit_code == 2
+    assert "expected NAME=PATH" in result.output
+
+
+def test_loadtest_is_registered():
+    result = run("--help")
+    assert "analyze" in result.output and "loadtest" in result.output
