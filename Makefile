@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,3 +31,6 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) reports/*.html reports/*.json reports/*.md reports/*.png
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py

@@ -186,6 +186,14 @@ def dedupe_client(client: pl.DataFrame) -> tuple[pl.DataFrame, list[Finding]]:
     return pl.concat([timed, kept]), findings
 
 
+def instance_names(tables: dict[str, pl.DataFrame]) -> list[str]:
+    """Instances are the names behind model-server records; a proxy's own log is not one."""
+    names = set()
+    for table in ("server_requests", "engine_stats", "engine_events"):
+        names |= set(tables[table]["instance"].drop_nulls().unique().to_list())
+    return sorted(names)
+
+
 def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     options = options or Options()
     findings: list[Finding] = []
@@ -198,7 +206,7 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     client, dupes = dedupe_client(tables["client_requests"])
     findings += dupes
     client = runs.assign_steps(client)
-    instances = sorted({f.instance for f in inputs.files if f.role == "server" and f.instance})
+    instances = instance_names(tables)
     records = correlate.inference_records(tables["server_requests"])
     clock = correlate.estimate_offset(client, records, options.offset_s)
     requests = correlate.attribute(client, tables["server_requests"], clock, inputs.coverage)

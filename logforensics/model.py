@@ -75,12 +75,30 @@ PROXY_EVENTS = {
     "source": pl.Utf8,
 }
 
+PROXY_REQUESTS = {
+    "at": UTC_US,  # when the proxy logged the request (nginx: its end)
+    "proxy": pl.Utf8,  # the log it came from
+    "client": pl.Utf8,  # the peer that called the proxy
+    "method": pl.Utf8,
+    "path": pl.Utf8,
+    "http_status": pl.Int64,  # what the proxy answered
+    "upstream": pl.Utf8,  # address (or group name) the proxy tried, as logged
+    "upstream_status": pl.Int64,  # what the upstream answered, if it did
+    "status_origin": pl.Utf8,  # upstream | proxy | unknown: who produced http_status
+    "delivery": pl.Utf8,  # reached | refused | unknown: did the request reach a backend
+    "request_time_s": pl.Float64,
+    "upstream_time_s": pl.Float64,
+    "request_id": pl.Utf8,
+    "source": pl.Utf8,
+}
+
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "client_requests": CLIENT_REQUESTS,
     "server_requests": SERVER_REQUESTS,
     "engine_stats": ENGINE_STATS,
     "engine_events": ENGINE_EVENTS,
     "proxy_events": PROXY_EVENTS,
+    "proxy_requests": PROXY_REQUESTS,
 }
 
 

@@ -12,6 +12,7 @@ Two kinds of format are registered by name:
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -114,6 +115,9 @@ class ParseContext:
     year: int  # for yearless stamps (vLLM's `MM-DD HH:MM:SS`)
     server_tz: str = "UTC"  # the zone of servers' own (naive) stamps
     client_tz: str = "UTC"  # the zone of naive client timestamps
+    client_anchor: dt.datetime | None = (
+        None  # wall time of a client file's relative zero (--started-at)
+    )
 
 
 class FileFormat:

@@ -32,7 +32,7 @@ RUNTIME_STAMP_RE = (
 # process tag "(APIServer pid=12) ", with or without the [file:line] brackets.
 VLLM_STAMP_RE = (
     r"^(?:\((?P<proc>[^)]*)\) )?(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
-    r"(?P<md>\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)? (?:\[?[\w.-]+\.py:\d+\]? )?(?P<msg>.*)$"
+    r"(?P<md>\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)? (?:\[?[\w./-]+\.py:\d+\]? )?(?P<msg>.*)$"
 )
 RUNTIME_PRECISION_S = 1e-6
 VLLM_STAMP_PRECISION_S = 1.0
