@@ -212,7 +212,7 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     requests = correlate.attribute(client, tables["server_requests"], clock, inputs.coverage)
     step_runs = runs.summarise(requests, instances)
     unmatched = max(0, records.height - requests.filter(pl.col("match_key").is_not_null()).height)
-    verdict = diagnose(requests, tables, clock.offset_s, instances, options.thresholds)
+    verdict = diagnose(requests, tables, clock.offset_s, instances, options.thresholds, step_runs)
     findings += _findings(step_runs, instances, clock, inputs, requests, unmatched)
     return Analysis(
         verdict=verdict,
@@ -295,6 +295,26 @@ def _findings(step_runs, instances, clock, inputs, requests, unmatched) -> list[
             )
         if f.skipped:
             out.append(Finding("skipped_file", f"{f.path}: skipped ({f.skipped})", "info"))
+    unseen = requests.filter(
+        pl.col("ok") & pl.col("started_at").is_not_null() & pl.col("instance").is_null()
+    ).height
+    if unseen and instances:
+        out.append(
+            Finding(
+                "missing_instance_log",
+                f"{unseen} successful request(s) appear in no instance's log: an instance's log is missing "
+                "or short, so failures cannot be proven to have never reached an instance",
+            )
+        )
+    late = requests.filter(pl.col("late")).height
+    if late:
+        out.append(
+            Finding(
+                "client_timeout_shorter_than_server_latency",
+                f"{late} request(s) the client gave up on were finished by the server afterwards: "
+                "the client timeout is shorter than the server's latency at this load",
+            )
+        )
     unknown = requests.filter(~pl.col("warmup") & (pl.col("reach") == "unknown"))
     if unknown.height:
         out.append(

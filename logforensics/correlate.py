@@ -149,9 +149,83 @@ def _paired_shift(points: np.ndarray, ends: np.ndarray, offset: float) -> float:
     return float(np.median(residuals)) if residuals else 0.0
 
 
-def _normalised_id(col: pl.Expr) -> pl.Expr:
-    """vLLM prefixes `chatcmpl-`/`cmpl-` and may suffix `-0`: compare the core."""
-    return col.str.replace(r"^(?:chat)?cmpl-", "").str.replace(r"-\d+$", "")
+ID_PREFIX_RE = r"^(?:chat)?cmpl-"
+# engine-side suffixes vLLM adds to the external id: "-0" per choice, "-1f2e3d4c" internally
+ID_SUFFIX_RE = r"-(?:\d+|[0-9a-f]{8})$"
+LATE_LIMIT_S = (
+    3600.0  # a server finishing later than this after the client gave up is not that request
+)
+
+
+def identity_matches(client: pl.DataFrame, server: pl.DataFrame, offset_s: float) -> pl.DataFrame:
+    """Requests tied to server records by request id, else by prompt marker.
+
+    Ids: vLLM logs ``chatcmpl-<X-Request-Id>``, sometimes with an engine-side
+    suffix; the bare id is tried first, then with one suffix removed, so a
+    client id that itself ends in digits is never cut. Markers (the seed's
+    ``(i)``) repeat across steps, so a marker match must also fit in time.
+    Returns `_row`, `instance`, `match_key`, `server_source`, `last_server_at`.
+    """
+    out = []
+    server_ids = (
+        server.filter(pl.col("request_id").is_not_null())
+        .with_columns(pl.col("request_id").str.replace(ID_PREFIX_RE, "").alias("_k0"))
+        .with_columns(pl.col("_k0").str.replace(ID_SUFFIX_RE, "").alias("_k1"))
+    )
+    left = client.filter(pl.col("request_id").is_not_null()).select(
+        "_row", pl.col("request_id").alias("_k")
+    )
+    if left.height and server_ids.height:
+        exact = left.join(server_ids, left_on="_k", right_on="_k0")
+        rest = left.join(exact.select("_row"), on="_row", how="anti")
+        trimmed = rest.join(
+            server_ids.filter(pl.col("_k0") != pl.col("_k1")), left_on="_k", right_on="_k1"
+        )
+        for frame in (exact, trimmed):
+            out.append(
+                frame.select("_row", "instance", "source", "at").with_columns(
+                    pl.lit("request_id").alias("match_key")
+                )
+            )
+    markers = server.filter(pl.col("prompt_marker").is_not_null())
+    with_marker = client.filter(pl.col("marker").is_not_null() & pl.col("started_at").is_not_null())
+    if markers.height and with_marker.height:
+        shift = pl.duration(microseconds=int(round(offset_s * 1e6)))
+        tol = pl.duration(microseconds=int(MATCH_TOLERANCE_S * 1e6))
+        joined = (
+            with_marker.select("_row", "marker", "started_at", "ended_at")
+            .join(
+                markers.select("prompt_marker", "instance", "source", "at"),
+                left_on="marker",
+                right_on="prompt_marker",
+            )
+            .filter(
+                (pl.col("at") >= pl.col("started_at") + shift - tol)
+                & (pl.col("at") <= pl.col("ended_at") + shift + tol)
+            )
+        )
+        out.append(
+            joined.select("_row", "instance", "source", "at").with_columns(
+                pl.lit("marker").alias("match_key")
+            )
+        )
+    if not out:
+        return pl.DataFrame(
+            schema={
+                "_row": pl.UInt32,
+                "instance": pl.Utf8,
+                "match_key": pl.Utf8,
+                "server_source": pl.Utf8,
+                "last_server_at": pl.Datetime("us", "UTC"),
+            }
+        )
+    both = pl.concat(out).sort("at")
+    return both.group_by("_row", maintain_order=True).agg(
+        pl.col("instance").first(),
+        pl.col("match_key").first(),
+        pl.col("source").first().alias("server_source"),
+        pl.col("at").max().alias("last_server_at"),
+    )
 
 
 def attribute(
@@ -160,57 +234,81 @@ def attribute(
     clock: ClockFit,
     coverage: dict,
 ) -> pl.DataFrame:
-    """Add instance, match_key, ambiguous, server_source and reach to each client request.
+    """Add instance, match_key, ambiguous, server_source, late and reach to each request.
 
     `reach` is "reached", "unreached" (a failure inside the span every
-    instance's log covers, matching nothing) or "unknown".
+    instance's log covers, matching nothing, while every success is accounted
+    for) or "unknown". `late` marks a failed request whose server finished it
+    after the client had given up.
     """
     client = client.with_row_index("_row")
     n = client.height
-    instance = [None] * n
-    key = [None] * n
+    instance: list[str | None] = [None] * n
+    key: list[str | None] = [None] * n
     ambiguous = [False] * n
-    witness = [None] * n
+    witness: list[str | None] = [None] * n
+    late = [False] * n
+    shift_s = clock.offset_s
 
-    # 1-2. identity keys: request id, then prompt marker
-    for client_col, server_col, name in (
-        ("request_id", "request_id", "request_id"),
-        ("marker", "prompt_marker", "marker"),
-    ):
-        left = client.filter(pl.col(client_col).is_not_null()).select(
-            "_row", _normalised_id(pl.col(client_col)).alias("_k")
-        )
-        right = (
-            server.filter(pl.col(server_col).is_not_null())
-            .select(_normalised_id(pl.col(server_col)).alias("_k"), "instance", "source")
-            .unique("_k", keep="first", maintain_order=True)
-        )
-        if left.is_empty() or right.is_empty():
-            continue
-        for row, inst, src in (
-            left.join(right, on="_k").select("_row", "instance", "source").iter_rows()
-        ):
-            if key[row] is None:
-                instance[row], key[row], witness[row] = inst, name, src
+    ids = identity_matches(client, server, shift_s)
+    ends = dict(zip(client["_row"].to_list(), client["ended_at"].to_list(), strict=True))
+    for row, inst, match_key, src, last_at in ids.iter_rows():
+        instance[row], key[row], witness[row] = inst, match_key, src
+        end = ends[row]
+        if end is not None and last_at is not None:
+            late[row] = (last_at - end).total_seconds() - shift_s > MATCH_TOLERANCE_S
 
-    # 3. time windows, greedy in time order over the access records
     records = inference_records(server)
     timed = client.filter(pl.col("started_at").is_not_null()).select(
         "_row", "ok", _seconds("started_at").alias("s"), _seconds("ended_at").alias("e")
     )
     if records.height and timed.height:
-        _match_by_time(records, timed, clock.offset_s, instance, key, ambiguous, witness)
+        _match_by_time(records, timed, shift_s, instance, key, ambiguous, witness, late)
 
     out = client.with_columns(
         pl.Series("instance", instance, dtype=pl.Utf8),
         pl.Series("match_key", key, dtype=pl.Utf8),
         pl.Series("ambiguous", ambiguous, dtype=pl.Boolean),
         pl.Series("server_source", witness, dtype=pl.Utf8),
+        pl.Series("late", late, dtype=pl.Boolean),
     )
-    return out.with_columns(_reach(coverage, clock.offset_s).alias("reach")).drop("_row")
+    out = out.with_columns(covered_expr(coverage, shift_s).alias("_covered")).drop("_row")
+    # a success no log saw was served by an instance whose log is missing: a
+    # failure may have reached that instance too, so "never reached" is unproven
+    provable = not unaccounted_successes(out)
+    reach = (
+        pl.when(pl.col("instance").is_not_null())
+        .then(pl.lit("reached"))
+        .when(~pl.col("ok") & pl.col("_covered") & pl.lit(provable))
+        .then(pl.lit("unreached"))
+        .otherwise(pl.lit("unknown"))
+    )
+    return out.with_columns(reach.alias("reach")).drop("_covered")
 
 
-def _match_by_time(records, timed, offset, instance, key, ambiguous, witness) -> None:
+MISSING_LOG_SHARE = 0.02  # successes no instance log saw, beyond which a log is missing
+
+
+def unaccounted_successes(requests: pl.DataFrame) -> int:
+    """Successful, timed requests inside every log's span that no instance log saw."""
+    lost = requests.filter(
+        pl.col("ok")
+        & pl.col("started_at").is_not_null()
+        & pl.col("instance").is_null()
+        & pl.col("_covered")
+    ).height
+    timed_ok = requests.filter(pl.col("ok") & pl.col("started_at").is_not_null()).height
+    return lost if lost >= max(1, MISSING_LOG_SHARE * timed_ok) else 0
+
+
+def _match_by_time(records, timed, offset, instance, key, ambiguous, witness, late) -> None:
+    """Give each access record to one request, in three passes.
+
+    1. "end": a non-streamed response's line sits at the request's end;
+    2. "window": a streamed one's sits near its start, anywhere in the window;
+    3. "late": a success the server logged after the client had already given up.
+    Outcomes must agree in passes 1-2 (a 2xx line belongs to a success).
+    """
     by_outcome = {}
     for ok in (True, False):
         rows = timed.filter(pl.col("ok") == ok).sort("e")
@@ -219,6 +317,9 @@ def _match_by_time(records, timed, offset, instance, key, ambiguous, witness) ->
             rows["s"].to_numpy() + offset,
             rows["_row"].to_list(),
         )
+    record_rows = records.select(
+        _seconds("at"), pl.col("at_precision_s").fill_null(0.0), "http_status", "instance", "source"
+    ).rows()
     used_record: set[int] = set()
     taken: set[int] = set()  # requests that already own an access record
 
@@ -226,39 +327,45 @@ def _match_by_time(records, timed, offset, instance, key, ambiguous, witness) ->
         """Unmatched, or matched by id/marker to this record's instance and not yet given its line."""
         return row not in taken and (key[row] is None or instance[row] == inst)
 
-    for pass_anchor in ("end", "window"):
-        for r_idx, (at, precision, status, inst, src) in enumerate(
-            records.select(
-                _seconds("at"),
-                pl.col("at_precision_s").fill_null(0.0),
-                "http_status",
-                "instance",
-                "source",
-            ).iter_rows()
-        ):
+    for pass_name in ("end", "window", "late"):
+        for r_idx, (at, precision, status, inst, src) in enumerate(record_rows):
             if r_idx in used_record:
                 continue
             ok = status is not None and 200 <= status < 300
-            ends, starts, rows = by_outcome[ok]
+            if pass_name == "late" and not ok:
+                continue
+            ends, starts, rows = by_outcome[ok if pass_name != "late" else False]
             tol = MATCH_TOLERANCE_S + precision
-            if pass_anchor == "end":
-                lo = bisect.bisect_left(ends, at - tol)
-                hi = bisect.bisect_right(ends, at + tol)
-                span = range(lo, hi)
+            if pass_name == "end":
+                span = range(
+                    bisect.bisect_left(ends, at - tol), bisect.bisect_right(ends, at + tol)
+                )
                 fits = [j for j in span if free(rows[j], inst)]
-            else:
+                anchor = ends
+            elif pass_name == "window":
                 fits = [
                     j
                     for j in range(len(rows))
                     if starts[j] - tol <= at <= ends[j] + tol and free(rows[j], inst)
                 ]
+                anchor = starts
+            else:
+                fits = [
+                    j
+                    for j in range(len(rows))
+                    if starts[j] - tol <= at
+                    and ends[j] < at <= ends[j] + LATE_LIMIT_S
+                    and free(rows[j], inst)
+                ]
+                anchor = ends
             if not fits:
                 continue
-            anchor = ends if pass_anchor == "end" else starts
             best = min(fits, key=lambda j: abs(anchor[j] - at))
             row = rows[best]
             used_record.add(r_idx)
             taken.add(row)
+            if pass_name == "late":
+                late[row] = True
             if key[row] is not None:  # an id/marker match: this record is its access line
                 continue
             instance[row], key[row], witness[row] = inst, "time_window", src
@@ -269,21 +376,16 @@ def _match_by_time(records, timed, offset, instance, key, ambiguous, witness) ->
             )
 
 
-def _reach(coverage: dict, offset: float) -> pl.Expr:
+def covered_expr(coverage: dict, offset: float) -> pl.Expr:
+    """Whether a request's whole window lies inside the span every instance's log covers."""
     if not coverage:
-        covered = pl.lit(False)
-    else:
-        lo = max(span[0] for span in coverage.values())
-        hi = min(span[1] for span in coverage.values())
-        shift = pl.duration(microseconds=int(round(offset * 1e6)))
-        covered = ((pl.col("started_at") + shift) >= lo) & ((pl.col("ended_at") + shift) <= hi)
+        return pl.lit(False)
+    lo = max(span[0] for span in coverage.values())
+    hi = min(span[1] for span in coverage.values())
+    shift = pl.duration(microseconds=int(round(offset * 1e6)))
     return (
-        pl.when(pl.col("instance").is_not_null())
-        .then(pl.lit("reached"))
-        .when(~pl.col("ok") & covered.fill_null(False))
-        .then(pl.lit("unreached"))
-        .otherwise(pl.lit("unknown"))
-    )
+        ((pl.col("started_at") + shift) >= lo) & ((pl.col("ended_at") + shift) <= hi)
+    ).fill_null(False)
 
 
 def chi_square_even(counts: list[int]) -> float | None:

@@ -21,6 +21,8 @@ class Thresholds:
     idle_kv_pct: float = 50.0  # below this (and nothing waiting) an instance had room
     unreached_share: float = 0.8  # share of failures that never reached an instance
     proxy_window_s: float = 5.0  # proxy errors this close to a failure count for it
+    latency_growth: float = 2.0  # P50 of the last step over the first's that counts as growth
+    throughput_plateau: float = 0.1  # throughput growth below this share counts as flat
     min_confidence: float = 0.4  # below this the verdict is inconclusive
 
 
@@ -84,10 +86,10 @@ RECOMMENDATIONS = {
     Bottleneck.INCONCLUSIVE: [],
 }
 SUMMARIES = {
-    Bottleneck.FRONT_PROXY: "The front proxy: {failed} failed request(s), {unreached} of which never reached any instance, while the instances had room.",
-    Bottleneck.KV_CACHE: "The KV cache: instances ran out of KV cache space at the failure times.",
-    Bottleneck.GPU: "GPU compute: requests reached the instances and queued while the KV cache had room.",
-    Bottleneck.NONE: "No bottleneck: all {sent} requests succeeded.",
+    Bottleneck.FRONT_PROXY: "The front proxy: {failed} of {sent} requests failed, {unreached} of them without ever reaching an instance.",
+    Bottleneck.KV_CACHE: "The KV cache: the instances ran out of KV cache space ({failed} of {sent} requests failed).",
+    Bottleneck.GPU: "GPU compute: requests reached the instances and queued while the KV cache had room ({failed} of {sent} requests failed).",
+    Bottleneck.NONE: "No bottleneck: all {sent} requests succeeded and no engine saturated.",
     Bottleneck.INCONCLUSIVE: "Inconclusive: the logs cannot tell where the {failed} failure(s) happened.",
 }
 
@@ -123,12 +125,49 @@ def _within(frame: pl.DataFrame, windows: pl.DataFrame, pad_s: float = 0.0) -> p
     )
 
 
+def capacity_signals(runs: list[dict], t: Thresholds) -> list[Evidence]:
+    """GPU-bound signs across steps: latency grows with concurrency, throughput stops growing."""
+    steps = [r for r in runs if not r["warmup"] and r["latency_s"]["p50"] is not None]
+    out = []
+    if len(steps) < 2:
+        return out
+    first, last = steps[0], steps[-1]
+    growth = (
+        last["latency_s"]["p50"] / first["latency_s"]["p50"] if first["latency_s"]["p50"] else None
+    )
+    if growth and last["concurrency"] > first["concurrency"] and growth >= t.latency_growth:
+        out.append(
+            Evidence(
+                "latency_grew_with_concurrency",
+                f"P50 {first['latency_s']['p50']:.2f} s at {first['concurrency']} → {last['latency_s']['p50']:.2f} s at {last['concurrency']} (×{growth:.1f})",
+                f"×{t.latency_growth:g} or more",
+                [],
+                0.3,
+            )
+        )
+    tps = [(r["concurrency"], r["output_tokens_per_s"]) for r in steps if r["output_tokens_per_s"]]
+    if len(tps) >= 3:
+        (c1, t1), (c2, t2) = tps[-2], tps[-1]
+        if c2 >= 1.3 * c1 and t2 <= (1 + t.throughput_plateau) * t1:
+            out.append(
+                Evidence(
+                    "throughput_plateaued",
+                    f"{t1:.0f} → {t2:.0f} output tokens/s while concurrency went {c1} → {c2}",
+                    f"growth < {t.throughput_plateau:.0%} for ≥ 30% more load",
+                    [],
+                    0.3,
+                )
+            )
+    return out
+
+
 def diagnose(
     client: pl.DataFrame,
     tables: dict[str, pl.DataFrame],
     offset_s: float,
     instances: list[str],
     t: Thresholds,
+    runs: list[dict] | None = None,
 ) -> Verdict:
     measured = client.filter(~pl.col("warmup"))
     sent = measured.height
@@ -147,23 +186,11 @@ def diagnose(
     if sent == 0:
         missing.append("the load-test client's per-request results")
 
+    growth = capacity_signals(runs or [], t)
     if failed.is_empty():
-        kv_peak = stats["gpu_kv_pct"].max() if stats.height else None
-        evidence = [Evidence("failed_requests", 0, "== 0", [], 0.6, Bottleneck.NONE.value)]
-        if kv_peak is not None:
-            evidence.append(
-                Evidence(
-                    "peak_gpu_kv_cache_pct",
-                    kv_peak,
-                    f"< {t.kv_full_pct:g}%",
-                    [],
-                    0.3 if kv_peak < t.kv_full_pct else 0.0,
-                    Bottleneck.NONE.value,
-                )
-            )
         if sent == 0:
             return _verdict(Bottleneck.INCONCLUSIVE, [], missing, sent=sent, failed=0, unreached=0)
-        return _verdict(Bottleneck.NONE, evidence, missing, sent=sent, failed=0, unreached=0)
+        return _no_failures(stats, growth, t, missing, sent)
 
     scores: dict[Bottleneck, list[Evidence]] = {b: [] for b in Bottleneck}
     share_unreached = unreached.height / failed.height
@@ -252,6 +279,7 @@ def diagnose(
                 0.3,
             )
         )
+    scores[Bottleneck.GPU] += growth if scores[Bottleneck.GPU] else []
     if unknown_failures.height / failed.height > 0.5:
         missing.append(
             "logs covering the failure times from every instance (the failures fall outside some instance's log)"
@@ -265,15 +293,63 @@ def diagnose(
         key=lambda x: -x[1],
     )
     counts = {"sent": sent, "failed": failed.height, "unreached": unreached.height}
+    if unknown_failures.height / failed.height > 0.5:
+        # most failures cannot be placed: whatever else fired, the logs cannot say where they died
+        flat = [e for _, _, items in ranked for e in items]
+        return _verdict(Bottleneck.INCONCLUSIVE, flat, missing, **counts)
     if not ranked or ranked[0][1] < t.min_confidence:
         flat = [e for _, _, items in ranked for e in items]
         return _verdict(Bottleneck.INCONCLUSIVE, flat, missing, **counts)
     best, confidence, items = ranked[0]
+    if (
+        best in (Bottleneck.GPU, Bottleneck.KV_CACHE)
+        and stats_in.is_empty()
+        and pressure.is_empty()
+    ):
+        # queueing and latency growth fit both the GPU and the KV cache: only the
+        # engine's own numbers tell them apart
+        missing.append(
+            "vLLM's stats lines covering the failure times (they tell GPU from KV-cache limits)"
+        )
+        flat = [e for _, _, its in ranked for e in its]
+        return _verdict(Bottleneck.INCONCLUSIVE, flat, missing, **counts)
     if len(ranked) > 1 and ranked[1][1] >= confidence - 0.1:
         # two stories fit about as well: say so rather than pick one
         flat = [e for _, _, its in ranked for e in its]
         return _verdict(Bottleneck.INCONCLUSIVE, flat, missing, **counts)
     return _verdict(best, items, missing, confidence=confidence, **counts)
+
+
+def _no_failures(stats, growth, t: Thresholds, missing, sent) -> Verdict:
+    """Every request succeeded: a bottleneck only if the engines showed saturation."""
+    counts = {"sent": sent, "failed": 0, "unreached": 0}
+    evidence = [Evidence("failed_requests", 0, "== 0", [], 0.6)]
+    kv_peak = stats["gpu_kv_pct"].max() if stats.height else None
+    waiting_peak = stats["waiting"].max() if stats.height else None
+    if kv_peak is not None and kv_peak >= t.kv_full_pct:
+        full = stats.filter(pl.col("gpu_kv_pct") >= t.kv_full_pct)["source"].to_list()
+        return _verdict(
+            Bottleneck.KV_CACHE,
+            [Evidence("gpu_kv_cache_full", f"{kv_peak}%", f">= {t.kv_full_pct:g}%", full, 0.5)],
+            missing,
+            **counts,
+        )
+    if waiting_peak and growth:
+        queued = stats.filter(pl.col("waiting") > 0)["source"].to_list()
+        return _verdict(
+            Bottleneck.GPU,
+            [
+                Evidence("requests_queued", f"max Waiting {waiting_peak}", "> 0", queued, 0.4),
+                *growth,
+            ],
+            missing,
+            **counts,
+        )
+    if kv_peak is not None:
+        evidence.append(
+            Evidence("peak_gpu_kv_cache_pct", kv_peak, f"< {t.kv_full_pct:g}%", [], 0.3)
+        )
+    return _verdict(Bottleneck.NONE, evidence, missing, **counts)
 
 
 def _verdict(bottleneck, evidence, missing, confidence=None, **counts) -> Verdict:

@@ -2,16 +2,28 @@
 
 A `Scenario` says which requests were sent, when, how each ended and which
 instance (if any) served it; `write_bundle` renders the client's result files
-and each instance's container log exactly as the real software prints them
-(``docker logs -t`` RFC 3339 prefixes, vLLM V1 stats lines, uvicorn access
-lines, a relaying proxy's tracebacks). Tests and fixtures share it, so the
-truth behind every bundle is known.
+and each instance's log exactly as the real software prints them. Tests and
+fixtures share it, so the truth behind every bundle is known.
 
-    python -m tests.scenario seed fixtures/seed-two-instances
+Formats rendered (exact text: docs/formats.md):
+* container prefixes: ``docker logs -t`` (RFC 3339, nanoseconds, Z), none
+  (vLLM's own yearless stamp only), ``kubectl logs --prefix --timestamps``
+  (all pods in one file);
+* vLLM stats lines: V1 (``Engine 000: ... Waiting``) and V0 (old logger format
+  without the opening bracket, ``Swapped``/``Pending``);
+* vLLM request logging (``Received request chatcmpl-<X-Request-Id>``,
+  ``Aborted request``), V0 preemption warnings;
+* uvicorn access lines at the end of each non-streamed response;
+* a relaying proxy's tracebacks (http.server's error banner, chained exceptions);
+* client results: JSON lines (KST offsets), CSV (naive UTC), the seed script's rows.
+
+    python -m tests.scenario all fixtures/
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import random
 import sys
@@ -30,28 +42,57 @@ class Request:
     step: int  # 0 = warm-up
     index: int
     started_at: datetime
-    latency_s: float
+    latency_s: float  # as the client saw it
     ok: bool
     served_by: str | None  # instance name, None = never reached one
     error: str | None = None
     http_status: int | None = 200
     output_tokens: int = 300
     peer_port: int = 0
+    request_id: str | None = None  # sent as X-Request-Id
+    server_latency_s: float | None = None  # how long the server worked on it, if not latency_s
+    aborted: bool = False  # the client gave up; the server logged an abort
 
     @property
     def ended_at(self) -> datetime:
         return self.started_at + timedelta(seconds=self.latency_s)
 
+    @property
+    def server_end(self) -> datetime:
+        return self.started_at + timedelta(seconds=self.server_latency_s or self.latency_s)
+
+    @property
+    def marker(self) -> str | None:
+        return f"({self.index})" if self.step else None
+
+
+@dataclass
+class Style:
+    """How the instances' logs look."""
+
+    prefix: str = "docker"  # docker | none | kubectl (one file, every pod)
+    stats: str = "v1"  # v1 | v0
+    request_logging: bool = False
+    max_running: int = 256  # beyond this, requests wait
+    kv_per_request_pct: float = 0.1
+    stats_interval_s: float = 10.0
+
 
 @dataclass
 class Scenario:
+    name: str
     instances: list[str]
     requests: list[Request] = field(default_factory=list)
     log_start: datetime | None = None
     log_end: datetime | None = None
+    style: Style = field(default_factory=Style)
+    client_format: str = "jsonl"  # jsonl | csv
+    seed_rows: bool = False  # also write the seed script's rows
     proxy_tracebacks_in: str | None = None  # instance whose log holds the relay's tracebacks
     traceback_steps: tuple[int, ...] = ()
     server_clock_offset_s: float = 0.0  # server clock minus client clock
+    missing_logs: tuple[str, ...] = ()  # instances whose log is not in the bundle
+    expected_verdict: str = "none"
 
     @property
     def steps(self) -> list[int]:
@@ -68,11 +109,14 @@ def seed_two_instances() -> Scenario:
     rng = random.Random(20260224)
     t0 = datetime(2026, 2, 24, 6, 16, 2, 214_000, tzinfo=UTC)
     sc = Scenario(
+        name="seed-two-instances",
         instances=["instance-1", "instance-2"],
         log_start=datetime(2026, 2, 24, 5, 58, 41, 100_000, tzinfo=UTC),
         log_end=datetime(2026, 2, 24, 6, 29, 55, tzinfo=UTC),
         proxy_tracebacks_in="instance-1",
         traceback_steps=(1, 2, 3),
+        seed_rows=True,
+        expected_verdict="front_proxy",
     )
     sc.requests.append(
         Request(0, 0, t0 - timedelta(seconds=11.5), 4.87, True, "instance-1", peer_port=40110)
@@ -80,40 +124,220 @@ def seed_two_instances() -> Scenario:
     plan = [(10, 5, 2), (13, 5, 3), (20, 5, 10)]
     start = t0
     for step, (sent, on_1, on_2) in enumerate(plan, start=1):
-        served = ["instance-1"] * on_1 + ["instance-2"] * on_2
-        failed = sent - len(served)
-        outcome = served + [None] * failed
+        outcome = ["instance-1"] * on_1 + ["instance-2"] * on_2
+        outcome += [None] * (sent - len(outcome))
         rng.shuffle(outcome)
         for i, inst in enumerate(outcome, start=1):
-            jitter = rng.uniform(0.0, 0.012)
+            at = start + timedelta(seconds=rng.uniform(0.0, 0.012))
             if inst:
+                latency = round(rng.uniform(3.38, 3.79), 2)
                 sc.requests.append(
-                    Request(
-                        step,
-                        i,
-                        start + timedelta(seconds=jitter),
-                        round(rng.uniform(3.38, 3.79), 2),
-                        True,
-                        inst,
-                        peer_port=40200 + step * 40 + i,
-                    )
+                    Request(step, i, at, latency, True, inst, peer_port=40200 + step * 40 + i)
                 )
             else:
+                latency = round(rng.uniform(120.02, 120.41), 2)
                 sc.requests.append(
                     Request(
                         step,
                         i,
-                        start + timedelta(seconds=jitter),
-                        round(rng.uniform(120.02, 120.41), 2),
+                        at,
+                        latency,
                         False,
                         None,
-                        error="HTTP Error 503: Service Unavailable",
-                        http_status=503,
+                        "HTTP Error 503: Service Unavailable",
+                        503,
                         output_tokens=0,
                     )
                 )
         last_end = max(r.ended_at for r in sc.requests if r.step == step)
         start = last_end + timedelta(seconds=150 + rng.uniform(0.2, 0.9))
+    return sc
+
+
+def seed_missing_instance_log() -> Scenario:
+    """The seed incident with instance-2's log lost: who served what cannot be proven."""
+    sc = seed_two_instances()
+    sc.name = "seed-one-log-missing"
+    sc.missing_logs = ("instance-2",)
+    sc.seed_rows = False
+    sc.expected_verdict = "inconclusive"
+    return sc
+
+
+def _closed_loop_steps(
+    rng: random.Random,
+    instances: list[str],
+    plan: list[int],
+    latency_at: callable,
+    t0: datetime,
+    timeout_s: float,
+    pick: callable,
+    rest_s: float = 40.0,
+    request_ids: bool = True,
+) -> list[Request]:
+    """Steps of N concurrent requests; latency depends on the instance's load."""
+    out = []
+    start = t0
+    for step, sent in enumerate(plan, start=1):
+        choice = [pick(rng, i, sent) for i in range(sent)]
+        for i, inst in enumerate(choice, start=1):
+            load = choice.count(inst)
+            at = start + timedelta(seconds=rng.uniform(0.0, 0.02))
+            server_latency = round(latency_at(load) * rng.uniform(0.95, 1.05), 2)
+            rid = f"lf-9c1e-s{step}-{i}" if request_ids else None
+            if server_latency <= timeout_s:
+                out.append(
+                    Request(
+                        step,
+                        i,
+                        at,
+                        server_latency,
+                        True,
+                        inst,
+                        request_id=rid,
+                        peer_port=41000 + step * 100 + i,
+                        output_tokens=256,
+                    )
+                )
+            else:
+                out.append(
+                    Request(
+                        step,
+                        i,
+                        at,
+                        timeout_s + rng.uniform(0.0, 0.02),
+                        False,
+                        inst,
+                        "timed out",
+                        None,
+                        output_tokens=0,
+                        request_id=rid,
+                        server_latency_s=server_latency,
+                        aborted=True,
+                    )
+                )
+        last_end = max(r.ended_at for r in out if r.step == step)
+        start = last_end + timedelta(seconds=rest_s + rng.uniform(0, 1))
+    return out
+
+
+def kv_cache_exhaustion() -> Scenario:
+    """One instance whose KV cache fills: preemptions, waiting requests, timeouts.
+
+    V0 engine, old logger format without the opening bracket, no container
+    prefix (vLLM's yearless stamps only), client results as CSV.
+    """
+    rng = random.Random(42)
+    t0 = datetime(2026, 3, 9, 13, 2, 5, 310_000, tzinfo=UTC)
+    sc = Scenario(
+        name="kv-cache-exhaustion",
+        instances=["llama-8b-0"],
+        log_start=t0 - timedelta(minutes=6),
+        style=Style(
+            prefix="none",
+            stats="v0",
+            request_logging=True,
+            max_running=9,
+            kv_per_request_pct=10.8,
+            stats_interval_s=5.0,
+        ),
+        client_format="csv",
+        expected_verdict="kv_cache",
+    )
+    # past 9 running sequences the cache is full: queued requests wait, latency explodes
+    sc.requests = _closed_loop_steps(
+        rng,
+        sc.instances,
+        [4, 8, 16, 24],
+        latency_at=lambda load: 6.0 if load <= 9 else 6.0 * (load / 9) ** 2.6,
+        t0=t0,
+        timeout_s=30.0,
+        pick=lambda rng, i, n: "llama-8b-0",
+    )
+    sc.log_end = max(r.server_end for r in sc.requests) + timedelta(seconds=30)
+    return sc
+
+
+def gpu_saturation() -> Scenario:
+    """Two instances at their compute limit: queueing with KV room, latency growing."""
+    rng = random.Random(7)
+    t0 = datetime(2026, 4, 2, 9, 30, 11, 5_000, tzinfo=UTC)
+    names = ["gpu-a", "gpu-b"]
+    sc = Scenario(
+        name="gpu-saturation",
+        instances=names,
+        log_start=t0 - timedelta(minutes=4),
+        style=Style(
+            prefix="docker",
+            stats="v1",
+            request_logging=True,
+            max_running=24,
+            kv_per_request_pct=1.9,
+        ),
+        expected_verdict="gpu",
+    )
+    sc.requests = _closed_loop_steps(
+        rng,
+        names,
+        [8, 16, 32, 64, 96],
+        latency_at=lambda load: 4.0 * max(1.0, load / 6) ** 1.1,
+        t0=t0,
+        timeout_s=30.0,
+        pick=lambda rng, i, n: names[i % 2],
+    )
+    sc.log_end = max(r.server_end for r in sc.requests) + timedelta(seconds=30)
+    return sc
+
+
+def healthy() -> Scenario:
+    """Three instances, every request succeeds; kubectl --prefix, one file for all pods."""
+    rng = random.Random(5)
+    t0 = datetime(2026, 5, 20, 22, 10, 0, 500_000, tzinfo=UTC)
+    names = ["vllm-0", "vllm-1", "vllm-2"]
+    sc = Scenario(
+        name="healthy",
+        instances=names,
+        log_start=t0 - timedelta(minutes=3),
+        style=Style(prefix="kubectl", stats="v1", kv_per_request_pct=0.8),
+        expected_verdict="none",
+    )
+    sc.requests = _closed_loop_steps(
+        rng,
+        names,
+        [6, 12, 24],
+        latency_at=lambda load: 3.2 + 0.02 * load,
+        t0=t0,
+        timeout_s=120.0,
+        pick=lambda rng, i, n: names[i % 3],
+        request_ids=False,
+    )
+    sc.log_end = max(r.server_end for r in sc.requests) + timedelta(seconds=40)
+    return sc
+
+
+def skewed_balancer() -> Scenario:
+    """A healthy backend behind a balancer that sends most traffic to one of four instances."""
+    rng = random.Random(99)
+    t0 = datetime(2026, 6, 11, 3, 0, 0, tzinfo=UTC)
+    names = ["node-1", "node-2", "node-3", "node-4"]
+    sc = Scenario(
+        name="skewed-balancer",
+        instances=names,
+        log_start=t0 - timedelta(minutes=2),
+        style=Style(prefix="docker", stats="v1", kv_per_request_pct=0.5),
+        expected_verdict="none",
+    )
+    weights = [0.7, 0.1, 0.1, 0.1]
+    sc.requests = _closed_loop_steps(
+        rng,
+        names,
+        [20, 40, 60],
+        latency_at=lambda load: 3.0 + 0.03 * load,
+        t0=t0,
+        timeout_s=120.0,
+        pick=lambda rng, i, n: rng.choices(names, weights)[0],
+    )
+    sc.log_end = max(r.server_end for r in sc.requests) + timedelta(seconds=30)
     return sc
 
 
@@ -130,30 +354,74 @@ def vllm_stamp(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%m-%d %H:%M:%S")
 
 
-def client_jsonl(sc: Scenario) -> str:
-    """The same requests as JSON lines, stamped in the client's local zone (KST)."""
+def client_records(sc: Scenario) -> list[dict]:
     out = []
     for r in sorted(sc.requests, key=lambda r: (r.step, r.index)):
         out.append(
-            json.dumps(
-                {
-                    "step": r.step,
-                    "concurrency": sum(1 for x in sc.requests if x.step == r.step),
-                    "index": r.index,
-                    "warmup": r.step == 0,
-                    "started_at": r.started_at.astimezone(KST).isoformat(timespec="microseconds"),
-                    "ended_at": r.ended_at.astimezone(KST).isoformat(timespec="microseconds"),
-                    "latency_s": r.latency_s,
-                    "ok": r.ok,
-                    "http_status": r.http_status,
-                    "error": r.error,
-                    "output_tokens": r.output_tokens,
-                    "marker": f"({r.index})" if r.step else None,
-                },
-                ensure_ascii=False,
-            )
+            {
+                "request_id": r.request_id,
+                "step": r.step,
+                "concurrency": sum(1 for x in sc.requests if x.step == r.step),
+                "index": r.index,
+                "warmup": r.step == 0,
+                "started_at": r.started_at,
+                "ended_at": r.ended_at,
+                "latency_s": r.latency_s,
+                "ok": r.ok,
+                "http_status": r.http_status,
+                "error": r.error,
+                "output_tokens": r.output_tokens,
+                "marker": r.marker,
+            }
         )
-    return "\n".join(out) + "\n"
+    return out
+
+
+def client_jsonl(sc: Scenario) -> str:
+    """The requests as JSON lines, stamped in the client's local zone (KST)."""
+    lines = []
+    for rec in client_records(sc):
+        rec = {k: v for k, v in rec.items() if not (k == "request_id" and v is None)}
+        for k in ("started_at", "ended_at"):
+            rec[k] = rec[k].astimezone(KST).isoformat(timespec="microseconds")
+        lines.append(json.dumps(rec, ensure_ascii=False))
+    return "\n".join(lines) + "\n"
+
+
+def client_csv(sc: Scenario) -> str:
+    """The requests as CSV with other common spellings, naive UTC times."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(
+        [
+            "id",
+            "step",
+            "i",
+            "start_time",
+            "end_time",
+            "latency",
+            "status_code",
+            "error",
+            "completion_tokens",
+            "warmup",
+        ]
+    )
+    for rec in client_records(sc):
+        writer.writerow(
+            [
+                rec["request_id"] or "",
+                rec["step"],
+                rec["index"],
+                rec["started_at"].strftime("%Y-%m-%d %H:%M:%S.%f"),
+                rec["ended_at"].strftime("%Y-%m-%d %H:%M:%S.%f"),
+                rec["latency_s"],
+                "" if rec["http_status"] is None else rec["http_status"],
+                rec["error"] or "",
+                rec["output_tokens"],
+                str(rec["warmup"]).lower(),
+            ]
+        )
+    return buf.getvalue()
 
 
 def seed_rows(sc: Scenario) -> str:
@@ -191,10 +459,22 @@ STARTUP = [
     ("INFO", "launcher.py:29", "Available routes are:"),
     ("INFO", "launcher.py:37", "Route: /v1/chat/completions, Methods: POST"),
 ]
+STARTUP_V0 = [
+    ("INFO", "api_server.py:219", "vLLM API server version 0.5.4"),
+    (
+        "INFO",
+        "llm_engine.py:174",
+        "Initializing an LLM engine (v0.5.4) with config: model='meta-llama/Meta-Llama-3.1-8B-Instruct'",
+    ),
+    ("INFO", "model_runner.py:732", "Loading model weights took 14.9888 GB"),
+    ("INFO", "gpu_executor.py:102", "# GPU blocks: 5402, # CPU blocks: 2048"),
+    ("INFO", "api_server.py:292", "Available routes are:"),
+]
 UVICORN_START = [
     "INFO:     Started server process [1]",
     "INFO:     Waiting for application startup.",
     "INFO:     Application startup complete.",
+    "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
 ]
 
 
@@ -223,91 +503,194 @@ def _traceback(peer_port: int) -> list[str]:
     ]
 
 
-def instance_log(sc: Scenario, name: str, rng: random.Random) -> str:
-    """One instance's `docker logs -t` output: startup, access, stats, health checks."""
-    events: list[tuple[datetime, int, str]] = []  # (time, order, body)
+def _vllm_line(style: Style, level: str, t: datetime, loc: str, msg: str) -> str:
+    if style.stats == "v0":  # the old logger format: no process prefix, no opening bracket
+        return f"{level} {vllm_stamp(t)} {loc}] {msg}"
+    return f"(APIServer pid=1) {level} {vllm_stamp(t)} [{loc}] {msg}"
+
+
+def instance_events(sc: Scenario, name: str, rng: random.Random) -> list[tuple[datetime, int, str]]:
+    """One instance's lines as (true time, order, text without runtime prefix)."""
+    style = sc.style
     offset = timedelta(seconds=sc.server_clock_offset_s)  # server clock minus true time
+    events: list[tuple[datetime, int, str]] = []
     t = sc.log_start
-    for level, loc, msg in STARTUP:
-        events.append((t, 0, f"(APIServer pid=1) {level} {vllm_stamp(t + offset)} [{loc}] {msg}"))
+    for level, loc, msg in STARTUP_V0 if style.stats == "v0" else STARTUP:
+        events.append((t, 0, _vllm_line(style, level, t + offset, loc, msg)))
         t += timedelta(seconds=rng.uniform(0.3, 9.0))
     for line in UVICORN_START:
         events.append((t, 0, line))
         t += timedelta(milliseconds=rng.uniform(2, 40))
     served = [r for r in sc.requests if r.served_by == name]
     for r in served:
-        # uvicorn logs when the response headers go out: the end of a non-streamed request.
-        at = r.ended_at - timedelta(seconds=rng.uniform(0.004, 0.03))
-        events.append(
-            (at, 1, f'INFO:     10.0.0.2:{r.peer_port} - "POST {CHAT_PATH} HTTP/1.1" 200 OK')
-        )
-    health = sc.log_start + timedelta(seconds=70)
-    while health < sc.log_end:
-        events.append(
-            (
-                health,
-                1,
-                f'INFO:     10.0.0.2:{rng.randrange(32768, 60999)} - "GET /health HTTP/1.1" 200 OK',
+        if style.request_logging:
+            rid = f"chatcmpl-{r.request_id or format(rng.getrandbits(128), '032x')}"
+            prompt = (
+                "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\\n\\n"
+                + SEED_PROMPT.format(i=r.index)
             )
-        )
-        health += timedelta(seconds=30 + rng.uniform(-0.05, 0.05))
-    # V1 logs stats every 10 s while the engine has had work since the last line.
-    busy = [(r.started_at, r.ended_at) for r in served]
-    tick = sc.log_start + timedelta(seconds=95)
-    last_active = None
-    while tick < sc.log_end:
-        window = (tick - timedelta(seconds=10), tick)
-        running = sum(1 for s, e in busy if s <= tick < e)
-        worked = [(s, e) for s, e in busy if s < window[1] and e > window[0]]
-        if worked or (last_active and tick - last_active <= timedelta(seconds=10)):
-            tokens = sum(
-                300
-                * (min(e, window[1]) - max(s, window[0])).total_seconds()
-                / (e - s).total_seconds()
-                for s, e in worked
-            )
-            gen = tokens / 10.0
-            kv = 0.1 * running
             events.append(
                 (
-                    tick,
-                    2,
-                    (
-                        f"(APIServer pid=1) INFO {vllm_stamp(tick + offset)} [loggers.py:123] Engine 000: "
-                        f"Avg prompt throughput: {len(worked) * 3.1:.1f} tokens/s, "
-                        f"Avg generation throughput: {gen:.1f} tokens/s, Running: {running} reqs, "
-                        f"Waiting: 0 reqs, GPU KV cache usage: {kv:.1f}%, Prefix cache hit rate: 0.0%"
+                    r.started_at,
+                    1,
+                    _vllm_line(
+                        style,
+                        "INFO",
+                        r.started_at + offset,
+                        "logger.py:39",
+                        f"Received request {rid}: prompt: '{prompt}', params: SamplingParams(n=1, "
+                        f"temperature=0.0, max_tokens=300), prompt_token_ids: None, lora_request: None.",
                     ),
                 )
             )
-            if worked:
-                last_active = tick
-        tick += timedelta(seconds=10 + rng.uniform(0.0, 0.02))
+            if r.aborted:
+                events.append(
+                    (
+                        r.ended_at,
+                        1,
+                        _vllm_line(
+                            style,
+                            "INFO",
+                            r.ended_at + offset,
+                            "async_llm_engine.py:181",
+                            f"Aborted request {rid}.",
+                        ),
+                    )
+                )
+        if r.ok:
+            # uvicorn logs when the response headers go out: the end of a non-streamed request.
+            at = r.ended_at - timedelta(seconds=rng.uniform(0.004, 0.03))
+            events.append(
+                (at, 1, f'INFO:     10.0.0.2:{r.peer_port} - "POST {CHAT_PATH} HTTP/1.1" 200 OK')
+            )
+    health = sc.log_start + timedelta(seconds=70)
+    while health < sc.log_end:
+        port = rng.randrange(32768, 60999)
+        events.append((health, 1, f'INFO:     10.0.0.2:{port} - "GET /health HTTP/1.1" 200 OK'))
+        health += timedelta(seconds=30 + rng.uniform(-0.05, 0.05))
+    events += _stats_events(sc, name, served, rng)
     if name == sc.proxy_tracebacks_in:
         for step in sc.traceback_steps:
             failed = [r for r in sc.requests if r.step == step and r.served_by is None]
             if failed:
-                r = failed[0]
-                at = r.started_at + timedelta(seconds=120.0)
+                at = failed[0].started_at + timedelta(seconds=120.0)
                 for k, line in enumerate(_traceback(51000 + step)):
                     events.append((at + timedelta(microseconds=40 * k), 3, line))
     events.sort(key=lambda e: (e[0], e[1]))
+    return events
+
+
+def _stats_events(sc: Scenario, name: str, served: list[Request], rng: random.Random):
+    """The engine's periodic stats while it has had work since the last line."""
+    style = sc.style
+    offset = timedelta(seconds=sc.server_clock_offset_s)
+    busy = [(r.started_at, r.server_end) for r in served]
+    interval = timedelta(seconds=style.stats_interval_s)
+    tick = sc.log_start + timedelta(seconds=95)
+    last_active = None
+    preempted = 0
+    out = []
+    while tick < sc.log_end:
+        window_start = tick - interval
+        inflight = sum(1 for s, e in busy if s <= tick < e)
+        running = min(inflight, style.max_running)
+        waiting = inflight - running
+        worked = [(s, e) for s, e in busy if s < tick and e > window_start]
+        if worked or (last_active and tick - last_active <= interval):
+            tokens = sum(
+                300
+                * (min(e, tick) - max(s, window_start)).total_seconds()
+                / (e - s).total_seconds()
+                for s, e in worked
+            )
+            gen = tokens / style.stats_interval_s
+            kv = min(
+                99.9, style.kv_per_request_pct * running + (rng.uniform(0, 0.6) if running else 0)
+            )
+            if style.stats == "v0":
+                msg = (
+                    f"Avg prompt throughput: {len(worked) * 4.2:.1f} tokens/s, Avg generation throughput: "
+                    f"{gen:.1f} tokens/s, Running: {running} reqs, Swapped: 0 reqs, Pending: {waiting} reqs, "
+                    f"GPU KV cache usage: {kv:.1f}%, CPU KV cache usage: 0.0%."
+                )
+                out.append(
+                    (tick, 2, _vllm_line(style, "INFO", tick + offset, "metrics.py:351", msg))
+                )
+                if waiting and kv >= 95:
+                    preempted += 1
+                    warn = (
+                        f"Sequence group cmpl-{rng.getrandbits(64):016x}-0 is preempted by "
+                        "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This "
+                        "can affect the end-to-end performance. Increase gpu_memory_utilization or "
+                        f"tensor_parallel_size to provide more KV cache memory. "
+                        f"total_num_cumulative_preemption={preempted}"
+                    )
+                    out.append(
+                        (
+                            tick + timedelta(milliseconds=3),
+                            2,
+                            _vllm_line(style, "WARNING", tick + offset, "scheduler.py:1089", warn),
+                        )
+                    )
+            else:
+                msg = (
+                    f"Engine 000: Avg prompt throughput: {len(worked) * 3.1:.1f} tokens/s, "
+                    f"Avg generation throughput: {gen:.1f} tokens/s, Running: {running} reqs, "
+                    f"Waiting: {waiting} reqs, GPU KV cache usage: {kv:.1f}%, Prefix cache hit rate: 0.0%"
+                )
+                out.append(
+                    (tick, 2, _vllm_line(style, "INFO", tick + offset, "loggers.py:123", msg))
+                )
+            if worked:
+                last_active = tick
+        tick += interval + timedelta(seconds=rng.uniform(0.0, 0.02))
+    return out
+
+
+def render_instance(sc: Scenario, name: str, rng: random.Random) -> str:
+    offset = timedelta(seconds=sc.server_clock_offset_s)
+    events = instance_events(sc, name, rng)
+    if sc.style.prefix == "none":
+        return "".join(f"{body}\n" for _, _, body in events)
     # events hold true times; the log shows the server's clock
     return "".join(f"{rfc3339_nano(at + offset, rng)} {body}\n" for at, _, body in events)
+
+
+def render_kubectl(sc: Scenario, rng: random.Random) -> str:
+    """`kubectl logs -l app=vllm --prefix --timestamps`: every pod in one stream."""
+    offset = timedelta(seconds=sc.server_clock_offset_s)
+    merged = []
+    for name in sc.instances:
+        if name in sc.missing_logs:
+            continue
+        for at, order, body in instance_events(sc, name, rng):
+            merged.append((at, order, f"[pod/{name}/vllm] {rfc3339_nano(at + offset, rng)} {body}"))
+    merged.sort(key=lambda e: (e[0], e[1]))
+    return "".join(f"{line}\n" for _, _, line in merged)
 
 
 def write_bundle(sc: Scenario, folder: Path, seed: int = 7) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    (folder / "client").mkdir(exist_ok=True)
-    (folder / "client" / "results.jsonl").write_text(client_jsonl(sc), encoding="utf-8")
-    (folder / "client" / "rows.txt").write_text(seed_rows(sc), encoding="utf-8")
+    client = folder / "client"
+    client.mkdir(exist_ok=True)
+    if sc.client_format == "csv":
+        (client / "results.csv").write_text(client_csv(sc), encoding="utf-8")
+    else:
+        (client / "results.jsonl").write_text(client_jsonl(sc), encoding="utf-8")
+    if sc.seed_rows:
+        (client / "rows.txt").write_text(seed_rows(sc), encoding="utf-8")
+    if sc.style.prefix == "kubectl":
+        (folder / "pods.log").write_text(render_kubectl(sc, rng), encoding="utf-8")
+        return
     for name in sc.instances:
-        (folder / f"{name}.log").write_text(instance_log(sc, name, rng), encoding="utf-8")
+        text = render_instance(sc, name, rng)  # rendered even when missing: same randomness
+        if name not in sc.missing_logs:
+            (folder / f"{name}.log").write_text(text, encoding="utf-8")
 
 
 def truth(sc: Scenario) -> dict:
-    """The counts a correct analysis must find."""
+    """What really happened: counts per step, per instance, never-reached."""
     runs = []
     for step in sc.steps:
         rows = [r for r in sc.requests if r.step == step]
@@ -324,21 +707,48 @@ def truth(sc: Scenario) -> dict:
         )
     return {
         "totals": {
-            "sent": sum(r["sent"] for r in runs),
-            "succeeded": sum(r["succeeded"] for r in runs),
-            "failed": sum(r["failed"] for r in runs),
-            "unreached": sum(r["unreached"] for r in runs),
+            k: sum(r[k] for r in runs) for k in ("sent", "succeeded", "failed", "unreached")
         },
         "runs": runs,
     }
 
 
-SCENARIOS = {"seed": seed_two_instances}
+def expected(sc: Scenario) -> dict:
+    """What a correct analysis of the bundle must say: the truth, less what the logs cannot prove."""
+    want = {"verdict": {"bottleneck": sc.expected_verdict}, **truth(sc)}
+    if sc.missing_logs:
+        # a lost log hides who served its requests, and so whether failures reached anyone
+        for run in want["runs"]:
+            run["unknown"] = run["failed"] + sum(
+                run["per_instance"].pop(n) for n in sc.missing_logs
+            )
+            run["unreached"] = 0
+        want["totals"]["unreached"] = 0
+        want["totals"]["unknown"] = sum(r["unknown"] for r in want["runs"])
+    return want
+
+
+SCENARIOS = {
+    "seed-two-instances": seed_two_instances,
+    "seed-one-log-missing": seed_missing_instance_log,
+    "kv-cache-exhaustion": kv_cache_exhaustion,
+    "gpu-saturation": gpu_saturation,
+    "healthy": healthy,
+    "skewed-balancer": skewed_balancer,
+}
+
+
+def write_fixture(name: str, root: Path) -> Path:
+    sc = SCENARIOS[name]()
+    folder = root / sc.name
+    write_bundle(sc, folder)
+    (folder / "expected.json").write_text(
+        json.dumps(expected(sc), indent=2) + "\n", encoding="utf-8"
+    )
+    return folder
+
 
 if __name__ == "__main__":
-    kind, out = sys.argv[1], Path(sys.argv[2])
-    scenario = SCENARIOS[kind]()
-    write_bundle(scenario, out)
-    expected = {"verdict": {"bottleneck": "front_proxy"}, **truth(scenario)}
-    (out / "expected.json").write_text(json.dumps(expected, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {out}")
+    which, root = sys.argv[1], Path(sys.argv[2])
+    for name in SCENARIOS if which == "all" else [which]:
+        print(f"wrote {write_fixture(name, root)}")
