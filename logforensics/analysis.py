@@ -16,7 +16,7 @@ from logforensics.diagnose import Thresholds, Verdict, diagnose
 from logforensics.ingest import ParseContext
 from logforensics.inputs import InputFile, Inputs, load
 
-JSON_FORMAT_VERSION = 1
+JSON_FORMAT_VERSION = 2
 DUPLICATE_LATENCY_S = 0.011  # the seed script rounds latencies to 0.01 s
 
 
@@ -52,6 +52,7 @@ class Analysis:
     inputs: list[InputFile]
     errors: list[str]
     coverage: dict[str, tuple[dt.datetime, dt.datetime]]
+    instance_clocks: dict[str, correlate.ClockFit]
     unmatched_server_records: int
     generated_at: dt.datetime
 
@@ -87,6 +88,8 @@ class Analysis:
             "totals": self.totals(),
             "instances": self.instance_shares(),
             "runs": [_jsonable(run) for run in self.runs],
+            "capacity": runs.capacity(self.runs),
+            "balance": runs.overall_balance(self.runs, self.instances),
             "findings": [f.to_dict() for f in self.findings],
             "inputs": [_input_dict(f) for f in self.inputs],
             "errors": self.errors,
@@ -98,6 +101,20 @@ class Analysis:
                 "fit": self.clock.fit,
                 "residual_s": self.clock.residual_s,
                 "zone_hint": self.clock.zone_hint,
+                "instances": {
+                    name: {
+                        "offset_s": fit.offset_s,
+                        "method": fit.method,
+                        "matched": fit.matched,
+                        "considered": fit.considered,
+                        "moved_s": round(fit.offset_s - self.clock.offset_s, 3)
+                        if abs(fit.offset_s - self.clock.offset_s)
+                        > correlate.INSTANCE_DISAGREEMENT_S
+                        and fit.matched >= correlate.INSTANCE_MIN_MATCHES
+                        else 0.0,
+                    }
+                    for name, fit in self.instance_clocks.items()
+                },
             },
             "coverage": {k: [_iso(a), _iso(b)] for k, (a, b) in self.coverage.items()},
             "unmatched_server_records": self.unmatched_server_records,
@@ -209,7 +226,10 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     instances = instance_names(tables)
     records = correlate.inference_records(tables["server_requests"])
     clock = correlate.estimate_offset(client, records, options.offset_s)
-    requests = correlate.attribute(client, tables["server_requests"], clock, inputs.coverage)
+    tables, coverage, instance_clocks = correlate.align_instances(
+        client, tables, inputs.coverage, clock
+    )
+    requests = correlate.attribute(client, tables["server_requests"], clock, coverage)
     step_runs = runs.summarise(requests, instances)
     unmatched = max(0, records.height - requests.filter(pl.col("match_key").is_not_null()).height)
     verdict = diagnose(requests, tables, clock.offset_s, instances, options.thresholds, step_runs)
@@ -224,7 +244,8 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         findings=findings,
         inputs=inputs.files,
         errors=inputs.errors,
-        coverage=inputs.coverage,
+        coverage=coverage,
+        instance_clocks=instance_clocks,
         unmatched_server_records=unmatched,
         generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
     )

@@ -12,6 +12,7 @@ Keys, strongest first (the `match_key` column says which decided):
 from __future__ import annotations
 
 import bisect
+import datetime as dt
 import math
 from dataclasses import dataclass
 
@@ -74,16 +75,30 @@ def zone_hint(offset_s: float) -> str | None:
     return explain + (f" (e.g. {named})" if named else "")
 
 
-def estimate_offset(client: pl.DataFrame, records: pl.DataFrame, forced: float | None) -> ClockFit:
-    """The client→server clock offset that lets the most server records fit a request end."""
+def estimate_offset(
+    client: pl.DataFrame, records: pl.DataFrame, forced: float | None, prefer: float = 0.0
+) -> ClockFit:
+    """The client→server clock offset that lets the most server records fit a request end.
+
+    Records with precise times (a runtime prefix) decide when there are
+    enough. Otherwise each record is an interval — it happened somewhere
+    between its borrowed stamp and the next — and many offsets may fit as
+    well: then the one nearest `prefer` (clocks agree) is kept, which is all
+    such logs can support.
+    """
     ends = client.filter(pl.col("ok") & pl.col("ended_at").is_not_null()).select(
         _seconds("ended_at")
     )
-    points = records.filter(pl.col("http_status").is_between(200, 299)).select(_seconds("at"))
+    ok_records = records.filter(pl.col("http_status").is_between(200, 299))
+    precise = ok_records.filter(pl.col("at_precision_s").fill_null(0.0) <= MATCH_TOLERANCE_S)
+    if precise.height >= INSTANCE_MIN_MATCHES or precise.height == ok_records.height:
+        ok_records = precise
+    points = ok_records.select(_seconds("at"), pl.col("at_precision_s").fill_null(0.0)).sort("at")
     ends_arr = np.sort(ends.to_series().to_numpy()) if ends.height else np.array([])
-    points_arr = points.to_series().to_numpy() if points.height else np.array([])
+    points_arr = points["at"].to_numpy() if points.height else np.array([])
+    widths = points["at_precision_s"].to_numpy() if points.height else np.array([])
     if forced is not None:
-        matched, residual = _score(points_arr, ends_arr, forced)
+        matched, residual = _score(points_arr, widths, ends_arr, forced)
         return ClockFit(forced, "forced", matched, len(points_arr), residual, zone_hint(forced))
     if not len(ends_arr) or not len(points_arr):
         return ClockFit(0.0, "assumed", 0, len(points_arr))
@@ -96,16 +111,83 @@ def estimate_offset(client: pl.DataFrame, records: pl.DataFrame, forced: float |
     diffs = (sample_p[:, None] - sample_e[None, :]).ravel()
     diffs = diffs[np.abs(diffs) <= MAX_OFFSET_S]
     bins, counts = np.unique(np.round(diffs), return_counts=True)
-    candidates = set(bins[np.argsort(counts)[-12:]].tolist()) | {0.0}
-    best = max(candidates, key=lambda c: (_score(points_arr, ends_arr, c)[0], -abs(c)))
-    for _ in range(3):  # refine on one-to-one pairs, not on nearest neighbours
-        best += _paired_shift(np.sort(points_arr), ends_arr, best)
-    matched, residual = _score(points_arr, ends_arr, best)
+    # load steps repeat, so several offsets can fit as well: prefer the one nearest `prefer`
+    candidates = set(bins[np.argsort(counts)[-12:]].tolist()) | {0.0, prefer}
+    best = max(
+        candidates, key=lambda c: (_score(points_arr, widths, ends_arr, c)[0], -abs(c - prefer))
+    )
+    if widths.max() <= MATCH_TOLERANCE_S:
+        for _ in range(3):  # refine on one-to-one pairs, not on nearest neighbours
+            best += _paired_shift(points_arr, ends_arr, best)
+    matched, residual = _score(points_arr, widths, ends_arr, best)
     if matched == 0:
         return ClockFit(0.0, "assumed", 0, len(points_arr))
     return ClockFit(
         round(best, 3), "estimated", matched, len(points_arr), residual, zone_hint(best)
     )
+
+
+def _score(
+    points: np.ndarray, widths: np.ndarray, ends: np.ndarray, offset: float
+) -> tuple[int, float | None]:
+    """Records whose interval [at - tol, at + precision + tol] holds a shifted request end."""
+    if not len(points) or not len(ends):
+        return 0, None
+    shifted = ends + offset
+    lo = points - MATCH_TOLERANCE_S
+    hi = points + widths + MATCH_TOLERANCE_S
+    idx = np.searchsorted(shifted, lo)
+    ok = idx < len(shifted)
+    ok[ok] &= shifted[idx[ok]] <= hi[ok]
+    d = _nearest(points, ends, offset)
+    return int(ok.sum()), (float(np.median(np.abs(d[ok]))) if ok.any() else None)
+
+
+INSTANCE_MIN_MATCHES = 5
+INSTANCE_DISAGREEMENT_S = MATCH_TOLERANCE_S
+
+
+def align_instances(
+    client: pl.DataFrame, tables: dict[str, pl.DataFrame], coverage: dict, clock: ClockFit
+) -> tuple[dict[str, pl.DataFrame], dict, dict[str, ClockFit]]:
+    """Estimate each instance's own offset; move an instance whose clock disagrees onto the common one.
+
+    Only an instance with enough well-fitting records is moved; the others
+    keep the common offset. Returns shifted tables, shifted coverage and the
+    per-instance fits (for the report).
+    """
+    records = inference_records(tables["server_requests"])
+    fits: dict[str, ClockFit] = {}
+    shifts: dict[str, float] = {}
+    for name in sorted(records["instance"].drop_nulls().unique().to_list()):
+        own = records.filter(pl.col("instance") == name)
+        if clock.method == "forced":
+            fits[name] = estimate_offset(client, own, clock.offset_s)
+            continue
+        fit = estimate_offset(client, own, None, prefer=clock.offset_s)
+        fits[name] = fit
+        at_common = estimate_offset(client, own, clock.offset_s).matched
+        # move an instance only when its own clock explains more of its records
+        better = fit.matched >= INSTANCE_MIN_MATCHES and fit.matched > at_common
+        if better and abs(fit.offset_s - clock.offset_s) > INSTANCE_DISAGREEMENT_S:
+            shifts[name] = fit.offset_s - clock.offset_s
+    if not shifts:
+        return tables, coverage, fits
+    delta = pl.col("instance").replace_strict(shifts, default=0.0, return_dtype=pl.Float64)
+    moved = {}
+    for table, frame in tables.items():
+        if "instance" in frame.columns and "at" in frame.columns:
+            frame = frame.with_columns(
+                (
+                    pl.col("at") - pl.duration(microseconds=(delta * 1e6).round(0).cast(pl.Int64))
+                ).alias("at")
+            )
+        moved[table] = frame
+    coverage = {
+        name: tuple(t - dt.timedelta(seconds=shifts.get(name, 0.0)) for t in span)
+        for name, span in coverage.items()
+    }
+    return moved, coverage, fits
 
 
 def _nearest(points: np.ndarray, ends: np.ndarray, offset: float) -> np.ndarray:
@@ -120,15 +202,9 @@ def _nearest(points: np.ndarray, ends: np.ndarray, offset: float) -> np.ndarray:
     return np.where(np.abs(points - left) <= np.abs(points - right), points - left, points - right)
 
 
-def _score(points: np.ndarray, ends: np.ndarray, offset: float) -> tuple[int, float | None]:
-    if not len(points) or not len(ends):
-        return 0, None
-    d = _nearest(points, ends, offset)
-    ok = np.abs(d) <= MATCH_TOLERANCE_S
-    return int(ok.sum()), (float(np.median(np.abs(d[ok]))) if ok.any() else None)
-
-
-def _paired_shift(points: np.ndarray, ends: np.ndarray, offset: float) -> float:
+def _paired_shift(
+    points: np.ndarray, ends: np.ndarray, offset: float, tol: float = MATCH_TOLERANCE_S
+) -> float:
     """Median residual over an order-preserving one-to-one pairing of points and ends.
 
     Concurrent requests end within a fraction of a second of each other, so a
@@ -141,9 +217,9 @@ def _paired_shift(points: np.ndarray, ends: np.ndarray, offset: float) -> float:
     residuals = []
     j = 0
     for p in points:
-        while j < len(shifted) and shifted[j] < p - MATCH_TOLERANCE_S:
+        while j < len(shifted) and shifted[j] < p - tol:
             j += 1
-        if j < len(shifted) and shifted[j] <= p + MATCH_TOLERANCE_S:
+        if j < len(shifted) and shifted[j] <= p + tol:
             residuals.append(p - shifted[j])
             j += 1
     return float(np.median(residuals)) if residuals else 0.0

@@ -134,3 +134,30 @@ def balance(per_instance: dict[str, int]) -> dict:
     else:
         verdict = "even"
     return {"shares": shares, "max_min_ratio": ratio, "p_even": p, "verdict": verdict}
+
+
+def capacity(step_runs: list[dict]) -> dict:
+    """The seed's table read off: where the service stops coping as concurrency rises."""
+    steps = sorted((r for r in step_runs if not r["warmup"]), key=lambda r: r["concurrency"])
+    clean = [r["concurrency"] for r in steps if r["failed"] == 0 and not r["contaminated"]]
+    failing = [r["concurrency"] for r in steps if r["failed"] > 0]
+    plateau = None
+    for prev, cur in zip(steps, steps[1:], strict=False):
+        a, b = prev["output_tokens_per_s"], cur["output_tokens_per_s"]
+        if a and b and cur["concurrency"] > prev["concurrency"] and b < a * 1.1:
+            plateau = prev["concurrency"]
+            break
+    return {
+        "max_concurrency_all_ok": max(clean) if clean else None,
+        "failures_begin_at": min(failing) if failing else None,
+        "throughput_plateau_at": plateau,
+    }
+
+
+def overall_balance(step_runs: list[dict], instances: list[str]) -> dict:
+    """The split over all measured steps, with the counts behind it."""
+    totals = {
+        name: sum(r["per_instance"].get(name, 0) for r in step_runs if not r["warmup"])
+        for name in instances
+    }
+    return {"counts": totals, **balance(totals)}

@@ -104,3 +104,59 @@ def test_zone_hint_names_whole_hour_offsets():
 def test_scenario_dates_are_utc():
     sc = scenario.seed_two_instances()
     assert all(r.started_at.tzinfo == dt.timezone.utc for r in sc.requests)
+
+
+def test_back_to_back_steps_are_contaminated(tmp_path):
+    sc = scenario.seed_two_instances(rest_s=0.0)
+    got = analyze([bundle(tmp_path, sc)]).to_dict()
+    steps = [r for r in got["runs"] if not r["warmup"]]
+    assert [r["contaminated"] for r in steps] == [False, True, True]
+    # step 2 starts ~4 s after step 1 while step 1's failures wait out 120 s
+    assert 110 < steps[1]["overlap_s"] < 120
+    assert [r["per_instance"]["instance-2"] for r in steps] == [2, 3, 10]
+    assert got["capacity"]["max_concurrency_all_ok"] is None
+    assert sum(f["kind"] == "contaminated_step" for f in got["findings"]) == 2
+
+
+def test_coarse_timestamps_still_attribute_per_step(tmp_path):
+    # no runtime prefix: access lines borrow the time of the nearest vLLM stamp
+    sc = scenario.seed_two_instances()
+    sc.style = scenario.Style(prefix="none")
+    got = analyze([bundle(tmp_path, sc)]).to_dict()
+    steps = [r for r in got["runs"] if not r["warmup"]]
+    assert [r["per_instance"]["instance-1"] for r in steps] == [5, 5, 5]
+    assert [r["per_instance"]["instance-2"] for r in steps] == [2, 3, 10]
+    # the last stamped line is step 3's stats line: later unstamped lines prove the
+    # log went on, not for how long, so step 3's failures cannot be proven unreached
+    assert [r["unreached"] for r in steps] == [3, 5, 0]
+    assert steps[2]["unknown"] == 5
+
+
+def test_one_instance_on_its_own_clock_is_moved(tmp_path):
+    sc = scenario.seed_two_instances()
+    path = bundle(tmp_path, sc)
+    # instance-2's host clock runs 37 s fast: rewrite its log on that clock
+    sc2 = scenario.seed_two_instances()
+    sc2.server_clock_offset_s = 37.0
+    import random as _random
+
+    events_log = scenario.render_instance(sc2, "instance-2", _random.Random(1))
+    (path / "instance-2.log").write_text(events_log)
+    got = analyze([path]).to_dict()
+    # concurrent requests end within ~0.4 s of each other: that is the precision to expect
+    assert got["clock"]["instances"]["instance-2"]["moved_s"] == pytest.approx(37.0, abs=0.5)
+    assert got["clock"]["instances"]["instance-1"]["moved_s"] == 0.0
+    steps = [r for r in got["runs"] if not r["warmup"]]
+    assert [r["per_instance"]["instance-2"] for r in steps] == [2, 3, 10]
+    assert got["totals"]["unreached"] == 13
+
+
+def test_capacity_and_overall_balance(tmp_path):
+    got = analyze([bundle(tmp_path, scenario.seed_two_instances())]).to_dict()
+    assert got["capacity"] == {
+        "max_concurrency_all_ok": None,
+        "failures_begin_at": 10,
+        "throughput_plateau_at": None,
+    }
+    assert got["balance"]["counts"] == {"instance-1": 15, "instance-2": 15}
+    assert got["balance"]["verdict"] == "even"
