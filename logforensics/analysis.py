@@ -30,6 +30,21 @@ class Options:
     thresholds: Thresholds = field(default_factory=Thresholds)
 
 
+FINDING_ADVICE = {
+    "lb_skew": "Check the balancer's algorithm and weights; least-connections suits LLM requests of uneven length better than round robin.",
+    "instance_capped": "Look for a per-upstream connection limit (max_conns, worker pool, keep-alive pool) on the path to that instance.",
+    "active_standby": "Check that every instance is in the balancer's pool and passes its health check.",
+    "short_rest": "Rest longer than the client timeout between steps (loadtest --rest auto does).",
+    "contaminated_step": "Rest longer than the client timeout between steps, so one step's stragglers cannot overlap the next.",
+    "warmup": "Keep the warm-up request out of the measurement (as done here).",
+    "time_zone_mismatch": "Log with explicit offsets (ISO 8601 with Z or +hh:mm) on every side, or pass --offset.",
+    "missing_instance_log": "Collect the log of every instance behind the balancer for the whole test.",
+    "client_timeout_shorter_than_server_latency": "Raise the client timeout above the server's latency at this load, or lower the load.",
+    "unknown_reach": "Record absolute start/end times per request (logforensics loadtest does) and keep every instance's log for the whole test.",
+    "unparsed_lines": "Check the unparsed lines listed under Inputs: a format this tool does not know yet, or damaged logs.",
+}
+
+
 @dataclass
 class Finding:
     kind: str
@@ -37,7 +52,12 @@ class Finding:
     severity: str = "warning"  # info | warning
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "detail": self.detail, "severity": self.severity}
+        return {
+            "kind": self.kind,
+            "detail": self.detail,
+            "severity": self.severity,
+            "advice": FINDING_ADVICE.get(self.kind),
+        }
 
 
 @dataclass
@@ -272,6 +292,15 @@ def _findings(step_runs, instances, clock, inputs, requests, unmatched) -> list[
                 Finding(
                     "lb_skew",
                     f"step {run['index']} ({run['sent']} sent): split {counts} across {', '.join(instances)}; {b['verdict']} (chi-square p = {p} against an even split)",
+                )
+            )
+        rest, timeout = run.get("rest_before_s"), run.get("timeout_s")
+        if rest is not None and timeout is not None and rest < timeout:
+            out.append(
+                Finding(
+                    "short_rest",
+                    f"step {run['index']} began {rest:.1f} s after the previous step, less than the "
+                    f"client timeout ({timeout:.0f} s): a straggler of the previous step could overlap it",
                 )
             )
         if run["contaminated"]:

@@ -26,6 +26,8 @@ CLIENT_REQUESTS = {
     "marker": pl.Utf8,
     "request_id": pl.Utf8,
     "warmup": pl.Boolean,
+    "timeout_s": pl.Float64,  # the client's timeout, where it recorded one
+    "rest_before_s": pl.Float64,  # rest the client took before this request's step
     "source": pl.Utf8,
 }
 

@@ -67,6 +67,8 @@ def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
             _percentile("latency_s", 0.99).alias("latency_p99_s"),
             pl.col("output_tokens").filter(pl.col("ok")).sum().alias("output_tokens"),
             pl.col("latency_s").filter(pl.col("ok")).max().alias("ok_span_s"),
+            pl.col("timeout_s").max().alias("timeout_s"),
+            pl.col("rest_before_s").min().alias("rest_before_s"),
             *[(pl.col("instance") == name).sum().alias(f"@{name}") for name in instances],
         )
         .sort("step")
@@ -102,6 +104,8 @@ def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
             "per_instance": per_instance,
             "contaminated": overlap is not None and not row["warmup"],
             "overlap_s": overlap,
+            "timeout_s": row["timeout_s"],
+            "rest_before_s": row["rest_before_s"],
             "latency_s": {
                 "mean": row["latency_mean_s"],
                 "p50": row["latency_p50_s"],

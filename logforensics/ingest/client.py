@@ -108,6 +108,8 @@ FIELD_SPELLINGS = {
     "http_status": ["http_status", "status_code", "code", "http_code"],
     "error": ["error", "error_text", "err", "exception"],
     "output_tokens": ["output_tokens", "completion_tokens", "tokens", "output_len"],
+    "timeout_s": ["timeout_s", "timeout"],
+    "rest_before_s": ["rest_before_s", "rest_s"],
 }
 TIME_FIELDS = ("started_at", "latency_s", "latency_ms")
 OUTCOME_FIELDS = ("ok", "status", "http_status", "error")
@@ -190,6 +192,8 @@ def normalise_generic(frame: pl.DataFrame, display: str, client_tz: str) -> pl.D
         get("marker", pl.Utf8).alias("marker"),
         get("request_id", pl.Utf8).alias("request_id"),
         get("warmup", pl.Boolean).fill_null(False).alias("warmup"),
+        get("timeout_s", pl.Float64).alias("timeout_s"),
+        get("rest_before_s", pl.Float64).alias("rest_before_s"),
         pl.format("{}:{}", pl.lit(display), pl.col("line_no")).alias("source"),
     )
 
