@@ -43,7 +43,7 @@ def detect(source: SourceFile) -> FileFormat | None:
 
 
 # Registration order is sniff order: specific formats before general ones.
-from logforensics.ingest import client, serverlog  # noqa: E402,F401
+from logforensics.ingest import loadtesters, client, serverlog  # noqa: E402,F401,I001
 
 __all__ = [
     "Claim",
