@@ -17,6 +17,8 @@ from logforensics.ingest import ParseContext
 from logforensics.inputs import InputFile, Inputs, load
 
 JSON_FORMAT_VERSION = 2
+CAPPED_MIN_STEPS = 3  # an instance's count fixed across this many steps...
+CAPPED_MIN_COUNT = 3  # ...at this many requests or more is a cap, not chance
 DUPLICATE_LATENCY_S = 0.011  # the seed script rounds latencies to 0.01 s
 
 
@@ -26,6 +28,7 @@ class Options:
     server_tz: str = "UTC"
     client_tz: str = "UTC"
     offset_s: float | None = None
+    client_anchor: dt.datetime | None = None  # wall time of relative client clocks' zero
     instance_names: dict[Path, str] = field(default_factory=dict)
     thresholds: Thresholds = field(default_factory=Thresholds)
 
@@ -237,7 +240,12 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     year, year_note = (options.year, None) if options.year else infer_year(paths)
     if year_note:
         findings.append(Finding("year_assumed", year_note))
-    ctx = ParseContext(year=year, server_tz=options.server_tz, client_tz=options.client_tz)
+    ctx = ParseContext(
+        year=year,
+        server_tz=options.server_tz,
+        client_tz=options.client_tz,
+        client_anchor=options.client_anchor,
+    )
     inputs: Inputs = load(paths, ctx, options.instance_names)
     tables = inputs.tables
     client, dupes = dedupe_client(tables["client_requests"])
@@ -310,11 +318,15 @@ def _findings(step_runs, instances, clock, inputs, requests, unmatched) -> list[
                     f"step {run['index']} started while earlier requests were still pending ({run['overlap_s']:.1f} s overlap): its numbers mix two loads; rest longer than the client timeout between steps",
                 )
             )
-    if len(measured) >= 2 and len(instances) >= 2:
+    if len(measured) >= CAPPED_MIN_STEPS and len(instances) >= 2:
         for name in instances:
             counts = [r["per_instance"][name] for r in measured]
             served = [sum(r["per_instance"].values()) for r in measured]
-            if len(set(counts)) == 1 and counts[0] > 0 and max(served) > min(served):
+            if (
+                len(set(counts)) == 1
+                and counts[0] >= CAPPED_MIN_COUNT
+                and max(served) > min(served)
+            ):
                 out.append(
                     Finding(
                         "instance_capped",

@@ -10,6 +10,7 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 from pathlib import Path
 
@@ -20,6 +21,18 @@ from logforensics.analysis import Options, analyze
 from logforensics.diagnose import Thresholds
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+
+def _utc(value: str | None, option: str) -> dt.datetime | None:
+    if value is None:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise click.BadParameter(f"not an ISO 8601 time: {value!r}", param_hint=option) from exc
+    if moment.tzinfo is None:
+        raise click.BadParameter(f"give a zone, e.g. {value}Z or {value}+09:00", param_hint=option)
+    return moment.astimezone(dt.timezone.utc)
 
 
 def _parse_instance(values: tuple[str, ...]) -> dict[Path, str]:
@@ -71,6 +84,12 @@ def cli() -> None:
     "--client-tz", default="UTC", show_default=True, help="Zone of naive client timestamps."
 )
 @click.option(
+    "--started-at",
+    "started_at",
+    callback=lambda ctx, param, value: _utc(value, "--started-at"),
+    help="Wall time (ISO 8601) of the first request, for client files timed on a counter.",
+)
+@click.option(
     "--offset", "offset_s", type=float, help="Force the client→server clock offset, in seconds."
 )
 @click.option(
@@ -103,6 +122,7 @@ def analyze_command(
     year,
     server_tz,
     client_tz,
+    started_at,
     offset_s,
     kv_full_pct,
     idle_kv_pct,
@@ -119,6 +139,7 @@ def analyze_command(
         server_tz=server_tz,
         client_tz=client_tz,
         offset_s=offset_s,
+        client_anchor=started_at,
         instance_names=_parse_instance(instances),
         thresholds=Thresholds(
             kv_full_pct=kv_full_pct, idle_kv_pct=idle_kv_pct, unreached_share=unreached_share
