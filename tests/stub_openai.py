@@ -2,6 +2,8 @@
 
 Both listen on 127.0.0.1 on a free port, record every request they receive,
 and are context managers that shut down without waiting out their delays.
+Given a `log_path`, the stub also writes the container log a vLLM instance
+would (see `VllmLog`), so a load test against it can be analysed end to end.
 """
 
 from __future__ import annotations
@@ -9,11 +11,17 @@ from __future__ import annotations
 import http.client
 import itertools
 import json
+import select
+import socket
 import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import IO
 from urllib.parse import urlsplit
 
 HOP_BY_HOP = frozenset(
@@ -32,7 +40,8 @@ class ReceivedRequest:
     raw_body: bytes
     received_at: float  # time.monotonic()
     response_status: int | None = None  # None: the connection was dropped unanswered
-    response_id: str | None = None
+    response_id: str | None = None  # stub only: vLLM's id, chatcmpl-<X-Request-Id>
+    aborted: bool = False  # stub only: the client went away before the answer's end
     forwarded_to: str | None = None  # proxy only: the upstream that got it
 
     def header(self, name: str) -> str | None:
@@ -178,13 +187,198 @@ class _StubServer:
         raise NotImplementedError
 
 
+VLLM_VERSION = "0.10.1.1"
+STATS_INTERVAL_S = 1.0
+HOLD_POLL_S = 0.02  # how often a held request looks for its client having gone
+KV_PCT_PER_REQUEST = 0.4
+
+
+def _docker_stamp(ns: int) -> tuple[str, datetime]:
+    """`docker logs -t`'s prefix for a moment (RFC 3339, UTC, nanoseconds) and the moment."""
+    moment = datetime.fromtimestamp(ns // 1_000_000_000, timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ns % 1_000_000_000:09d}Z", moment
+
+
+def chat_prompt(messages: Sequence[dict]) -> str:
+    """The prompt vLLM logs: the messages through a Llama-3-style chat template."""
+    turns = "".join(
+        f"<|start_header_id|>{message.get('role', 'user')}<|end_header_id|>\n\n"
+        f"{message.get('content', '')}<|eot_id|>"
+        for message in messages
+    )
+    return f"<|begin_of_text|>{turns}<|start_header_id|>assistant<|end_header_id|>\n\n"
+
+
+class VllmLog:
+    """A vLLM (V1) instance's stdout as ``docker logs -t`` shows it, flushed line by line.
+
+    Every line starts with the runtime's RFC 3339 UTC stamp with nanoseconds;
+    vLLM's own lines then carry ``(APIServer pid=1) INFO MM-DD HH:MM:SS
+    [file.py:N]`` (UTC, as in a container), uvicorn's access lines none. While
+    requests are in flight, or were since the last tick, an ``Engine 000:``
+    stats line follows every `stats_interval_s` (Running = requests in flight,
+    Waiting 0, a small KV cache usage). `close` writes uvicorn's shutdown lines.
+    """
+
+    def __init__(
+        self, path: str | Path, port: int, model: str, stats_interval_s: float = STATS_INTERVAL_S
+    ) -> None:
+        self.path = Path(path)
+        self._out: IO[str] | None = self.path.open("a", encoding="utf-8")
+        self._lock = threading.RLock()
+        self.running = 0
+        self._prompt_tokens = 0  # since the last stats line
+        self._generation_tokens = 0
+        self._active = False  # whether anything happened since the last stats line
+        self._last_stats = time.monotonic()
+        self._startup(port, model)
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(
+            target=self._tick, args=(stats_interval_s,), name="vllm-stats", daemon=True
+        )
+        self._ticker.start()
+
+    def write(self, text: str, *, vllm: str | None = None, level: str = "INFO") -> None:
+        """One line; `vllm` ("file.py:N") gives it vLLM's own header, stamped the same instant."""
+        with self._lock:
+            if self._out is None:
+                return
+            prefix, moment = _docker_stamp(time.time_ns())
+            if vllm is not None:
+                text = f"(APIServer pid=1) {level} {moment:%m-%d %H:%M:%S} [{vllm}] {text}"
+            self._out.write(f"{prefix} {text}\n")
+            self._out.flush()
+
+    def _startup(self, port: int, model: str) -> None:
+        for location, text in (
+            ("api_server.py:1805", f"vLLM API server version {VLLM_VERSION}"),
+            ("utils.py:326", f"non-default args: {{'model': {model!r}}}"),
+            (
+                "core.py:73",
+                f"Initializing a V1 LLM engine (v{VLLM_VERSION}) with config: model={model!r}",
+            ),
+            ("kv_cache_utils.py:833", "GPU KV cache size: 1,402,880 tokens"),
+            ("api_server.py:1818", f"Starting vLLM API server 0 on http://127.0.0.1:{port}"),
+            ("launcher.py:29", "Available routes are:"),
+            ("launcher.py:37", "Route: /v1/chat/completions, Methods: POST"),
+        ):
+            self.write(text, vllm=location)
+        for text in (
+            "Started server process [1]",
+            "Waiting for application startup.",
+            "Application startup complete.",
+        ):
+            self.write(f"INFO:     {text}")
+
+    def received(self, request_id: str, prompt: str, body: dict, prompt_tokens: int) -> None:
+        params = (
+            f"SamplingParams(n=1, presence_penalty=0.0, frequency_penalty=0.0, "
+            f"repetition_penalty=1.0, temperature={body.get('temperature', 1.0)}, top_p=1.0, "
+            f"top_k=0, min_p=0.0, seed=None, stop=[], stop_token_ids=[], "
+            f"max_tokens={body.get('max_tokens')}, min_tokens=0, logprobs=None, "
+            f"skip_special_tokens=True, spaces_between_special_tokens=True)"
+        )
+        with self._lock:
+            self.running += 1
+            self._prompt_tokens += prompt_tokens
+            self._active = True
+            self.write(
+                f"Received request {request_id}: prompt: {prompt!r}, params: {params}, "
+                "prompt_token_ids: None, lora_request: None.",
+                vllm="logger.py:39",
+            )
+
+    def access(self, peer: tuple[str, int], request_line: str, status: int) -> None:
+        """uvicorn's access line, written when the response headers go out."""
+        try:
+            phrase = HTTPStatus(status).phrase
+        except ValueError:
+            phrase = ""
+        self.write(f'INFO:     {peer[0]}:{peer[1]} - "{request_line}" {status} {phrase}'.rstrip())
+
+    def finished(self, generation_tokens: int) -> None:
+        with self._lock:
+            self.running -= 1
+            self._generation_tokens += generation_tokens
+            self._active = True
+
+    def aborted(self, request_id: str) -> None:
+        with self._lock:
+            self.running -= 1
+            self._active = True
+            self.write(f"Aborted request {request_id}.", vllm="async_llm.py:485")
+
+    def dropped(self) -> None:
+        """A request that ended with no answer and no client abort (the stub dropped it)."""
+        with self._lock:
+            self.running -= 1
+            self._active = True
+
+    def _tick(self, interval_s: float) -> None:
+        while not self._stop.wait(interval_s):
+            self.stats()
+
+    def stats(self) -> None:
+        """The V1 stats line, if the engine had work since the last one."""
+        with self._lock:
+            now = time.monotonic()
+            elapsed = max(now - self._last_stats, 1e-3)
+            self._last_stats = now
+            if not (self.running or self._active):
+                return
+            self.write(
+                f"Engine 000: Avg prompt throughput: {self._prompt_tokens / elapsed:.1f} tokens/s, "
+                f"Avg generation throughput: {self._generation_tokens / elapsed:.1f} tokens/s, "
+                f"Running: {self.running} reqs, Waiting: 0 reqs, "
+                f"GPU KV cache usage: {self.running * KV_PCT_PER_REQUEST:.1f}%, "
+                "Prefix cache hit rate: 0.0%",
+                vllm="loggers.py:123",
+            )
+            self._prompt_tokens = self._generation_tokens = 0
+            self._active = False
+
+    def close(self) -> None:
+        self._stop.set()
+        self._ticker.join(timeout=5)
+        for text in (
+            "Shutting down",
+            "Waiting for application shutdown.",
+            "Application shutdown complete.",
+            "Finished server process [1]",
+        ):
+            self.write(f"INFO:     {text}")
+        with self._lock:
+            if self._out is not None:
+                self._out.close()
+                self._out = None
+
+
+def _client_gone(handler: _Handler) -> bool:
+    """Has the peer closed its side? (Readable with nothing to read means EOF.)"""
+    sock = handler.connection
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
+
+
 class StubOpenAI(_StubServer):
     """Answers /v1/chat/completions like vLLM, plain or streamed, with faults on demand.
 
     Streaming is chosen by the request body, as a real server does. A streamed
     answer sends the role chunk at once, waits `content_delay_s`, then sends
     `chunks` `chunk_interval_s` apart, the finish chunk, the usage chunk when
-    asked for, and ``data: [DONE]``.
+    asked for, and ``data: [DONE]``. The answer's id is vLLM's,
+    ``chatcmpl-<X-Request-Id>``. A request whose client disconnects while it
+    is held (a delay, a pause between chunks) is abandoned, as vLLM aborts it.
+
+    With `log_path`, the stub writes a vLLM instance's container log there
+    (`VllmLog`): a chat request it accepts (every one but those a `fail` rule
+    answers, which vLLM would refuse before logging) gets its ``Received
+    request`` line on arrival; every request its access line when the response headers go
+    out (at the end of a plain answer, at the start of a streamed one) and an
+    ``Aborted request`` line if the client goes away before the end.
     """
 
     def __init__(
@@ -193,13 +387,24 @@ class StubOpenAI(_StubServer):
         chunks: Sequence[str] = ("Once", " upon", " a time"),
         content_delay_s: float = 0.0,
         chunk_interval_s: float = 0.0,
+        log_path: str | Path | None = None,
+        model: str = "stub-model",
+        stats_interval_s: float = STATS_INTERVAL_S,
     ) -> None:
         self.completion_tokens = completion_tokens
         self.chunks = tuple(chunks)
         self.content_delay_s = content_delay_s
         self.chunk_interval_s = chunk_interval_s
         self._rules: list[_Rule] = []
+        self.log: VllmLog | None = None
         super().__init__()
+        if log_path is not None:
+            self.log = VllmLog(log_path, self.port, model, stats_interval_s)
+
+    def close(self) -> None:
+        super().close()
+        if self.log is not None:
+            self.log.close()
 
     def delay(
         self,
@@ -254,14 +459,42 @@ class StubOpenAI(_StubServer):
                     verdict = rule
         return delay_s, verdict
 
+    def _hold(self, handler: _Handler, seconds: float) -> str | None:
+        """Wait `seconds`; "closing" if the stub shuts down, "gone" if the client leaves."""
+        until = time.monotonic() + seconds
+        while (remaining := until - time.monotonic()) > 0:
+            if self.closing.wait(min(remaining, HOLD_POLL_S)):
+                return "closing"
+            if _client_gone(handler):
+                return "gone"
+        return None
+
+    def _access(self, handler: _Handler, status: int) -> None:
+        if self.log is not None:
+            self.log.access(handler.client_address, handler.requestline, status)
+
+    def _end(self, request: ReceivedRequest, how: str, logged: bool) -> None:
+        """Account for an accepted request's end: "finished", "gone" (aborted) or "dropped"."""
+        request.aborted = how == "gone"
+        if self.log is None or not logged:
+            return
+        if how == "finished":
+            self.log.finished(self.completion_tokens)
+        elif how == "gone":
+            self.log.aborted(request.response_id)
+        else:
+            self.log.dropped()
+
     def handle(self, handler: _Handler) -> None:
         request = self._record(handler)
         delay_s, verdict = self._plan(request)
-        if (delay_s and self.closing.wait(delay_s)) or (verdict and verdict.action == "drop"):
-            handler.close_connection = True
-            return
-        if verdict is not None:
+        body = request.body if isinstance(request.body, dict) else {}
+        if verdict is not None and verdict.action == "fail":
+            if delay_s and self._hold(handler, delay_s):
+                handler.close_connection = True
+                return
             request.response_status = verdict.status
+            self._access(handler, verdict.status)
             handler.send_json(
                 verdict.status,
                 {
@@ -272,12 +505,42 @@ class StubOpenAI(_StubServer):
                 },
             )
             return
-        body = request.body or {}
-        request.response_id = f"chatcmpl-stub-{request.number}"
+        # vLLM adopts the client's X-Request-Id
+        request.response_id = f"chatcmpl-{request.request_id or f'stub-{request.number}'}"
+        # only a generation request reaches the engine's request logger (not GET /health)
+        logged = self.log is not None and request.method == "POST" and "messages" in body
+        if logged:
+            self.log.received(
+                request.response_id,
+                chat_prompt(body["messages"]),
+                body,
+                self._usage(request)["prompt_tokens"],
+            )
+        how = "dropped"
+        try:
+            how = self._answer(handler, request, body, delay_s, verdict)
+        except (BrokenPipeError, ConnectionResetError):
+            how = "gone"
+            raise
+        finally:
+            self._end(request, how, logged)
+
+    def _answer(
+        self,
+        handler: _Handler,
+        request: ReceivedRequest,
+        body: dict,
+        delay_s: float,
+        verdict: _Rule | None,
+    ) -> str:
+        held = self._hold(handler, delay_s) if delay_s else None
+        if held is not None or verdict is not None:  # the client left, shutdown, or a drop
+            handler.close_connection = True
+            return "gone" if held == "gone" else "dropped"
         request.response_status = 200
         if body.get("stream"):
-            self._stream(handler, request, body)
-            return
+            return self._stream(handler, request, body)
+        self._access(handler, 200)
         handler.send_json(
             200,
             {
@@ -295,6 +558,7 @@ class StubOpenAI(_StubServer):
                 "usage": self._usage(request),
             },
         )
+        return "finished"
 
     def _usage(self, request: ReceivedRequest) -> dict:
         prompt_tokens = len(request.prompt.split())
@@ -304,7 +568,7 @@ class StubOpenAI(_StubServer):
             "total_tokens": prompt_tokens + self.completion_tokens,
         }
 
-    def _stream(self, handler: _Handler, request: ReceivedRequest, body: dict) -> None:
+    def _stream(self, handler: _Handler, request: ReceivedRequest, body: dict) -> str:
         def event(choices: list, **extra) -> bytes:
             payload = {
                 "id": request.response_id,
@@ -319,13 +583,15 @@ class StubOpenAI(_StubServer):
         def delta(content: dict, finish_reason: str | None = None) -> list:
             return [{"index": 0, "delta": content, "finish_reason": finish_reason}]
 
+        self._access(handler, 200)
         handler.start_chunked(200, "text/event-stream")
         handler.write_chunk(event(delta({"role": "assistant", "content": ""})))
         pause = self.content_delay_s
         for piece in self.chunks:
-            if pause and self.closing.wait(pause):
+            held = self._hold(handler, pause) if pause else None
+            if held is not None:
                 handler.close_connection = True
-                return
+                return "gone" if held == "gone" else "dropped"
             handler.write_chunk(event(delta({"content": piece})))
             pause = self.chunk_interval_s
         handler.write_chunk(event(delta({}, "length")))
@@ -333,6 +599,7 @@ class StubOpenAI(_StubServer):
             handler.write_chunk(event([], usage=self._usage(request)))
         handler.write_chunk(b"data: [DONE]\n\n")
         handler.end_chunked()
+        return "finished"
 
 
 class StubProxy(_StubServer):
