@@ -147,6 +147,25 @@ def _time(frame: pl.DataFrame, column: str | None, client_tz: str) -> pl.Expr:
     return timeparse.iso_to_utc(pl.col(column).cast(pl.Utf8), client_tz)
 
 
+def time_notes(frame: pl.DataFrame, client_tz: str) -> list[str]:
+    """Say how the file's times were read: zoned, naive in --client-tz, epoch, or absent."""
+    column = _pick(frame, "started_at") or _pick(frame, "ended_at")
+    if column is None:
+        return [
+            "no absolute per-request times: requests are counted but not placed on the servers' clock"
+        ]
+    dtype = frame.schema[column]
+    if dtype.is_numeric():
+        return [f"absolute times from epoch numbers in '{column}'"]
+    text = frame[column].cast(pl.Utf8).drop_nulls()
+    naive = text.filter(~text.str.contains(r"(?:[Zz]|[+-]\d{2}:?\d{2})\s*$")).len()
+    if naive:
+        return [
+            f"{naive} naive time(s) in '{column}' read in {client_tz} (set --client-tz if the client ran elsewhere)"
+        ]
+    return [f"absolute times with zone offsets in '{column}'"]
+
+
 def normalise_generic(frame: pl.DataFrame, display: str, client_tz: str) -> pl.DataFrame:
     """Map a generic record frame (any common spelling) to `client_requests`."""
     col = {f: _pick(frame, f) for f in FIELD_SPELLINGS}
@@ -229,6 +248,7 @@ class ClientJsonl(FileFormat):
         result.unparsed_examples = _examples(unparsed)
         if decoded.height:
             result.add("client_requests", normalise_generic(decoded, source.display, ctx.client_tz))
+            result.notes += time_notes(decoded, ctx.client_tz)
         return result
 
 
@@ -271,6 +291,7 @@ class ClientCsv(FileFormat):
         result.parsed = frame.height
         result.noise = 1  # the header
         result.add("client_requests", normalise_generic(frame, source.display, ctx.client_tz))
+        result.notes += time_notes(frame, ctx.client_tz)
         return result
 
 
