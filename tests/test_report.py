@@ -27,7 +27,7 @@ def test_html_is_self_contained(seed_html):
 
 def test_html_step_table_shows_the_counts(seed_html):
     rows = re.findall(
-        r"<tr><td>(\d+)</td><td>[^<]+</td><td>(\d+)</td><td>(\d+)</td>\s*<td[^>]*>(\d+)</td><td[^>]*>(\d+)</td>\s*<td>(\d+)</td><td>(\d+)</td>",
+        r"<tr><td>(\d+)</td><td[^>]*>[^<]+</td><td>(\d+)</td><td>(\d+)</td>\s*<td[^>]*>(\d+)</td><td[^>]*>(\d+)</td>\s*<td>(\d+)</td><td>(\d+)</td>",
         seed_html,
     )
     assert rows == [
@@ -72,3 +72,158 @@ def test_markdown_table_escapes_pipes(tmp_path, seed_bundle):
     )
     finding = next(line for line in md.splitlines() if line.startswith("- unparsed lines"))
     assert "gpu\\|3.log: 1 of 3 lines not understood" in finding
+
+
+def test_html_reads_top_down(seed_html):
+    """Verdict, confidence, evidence and what to do come before the step table and the charts."""
+    order = [
+        "<h1>Bottleneck: the front proxy</h1>",
+        "Confidence 90%",
+        'id="evidence"',
+        "Failures that never reached any instance",
+        'id="recommendations"',
+        'id="steps"',
+        'id="chart-timeline"',
+        'id="chart-engine"',
+        'id="chart-capacity"',
+        'id="chart-balance"',
+        'id="findings"',
+        'id="clock"',
+        'id="unreached"',
+        'id="inputs"',
+    ]
+    positions = [seed_html.index(marker) for marker in order]
+    assert positions == sorted(positions)
+    evidence = seed_html[seed_html.index('id="evidence"') : seed_html.index('id="recommendations"')]
+    assert evidence.count("<li>") == 3
+    # sources grouped per file, relative to the bundle
+    assert "client/results.jsonl</span> lines 2, 4, 11, 15, 17, 19, 20, 22 and 5 more" in evidence
+
+
+def test_html_sections_hold_the_details(seed_html):
+    assert "Requests that never reached an instance (13)" in seed_html
+    assert "generation throughput" in seed_html  # the engine chart's caption names it
+    for caption in ("Timeline of requests per instance.", "Capacity curve across steps."):
+        assert f"<strong>{caption}</strong>" in seed_html
+    clock = seed_html[seed_html.index('id="clock"') : seed_html.index('id="unreached"')]
+    assert "estimated" in clock and "server records fit a request at this offset" in clock
+    inputs = seed_html[seed_html.index('id="inputs"') :]
+    assert (
+        "client_jsonl" in inputs and "seed_rows" in inputs and "skipped: no known format" in inputs
+    )
+    # every chart twice: page width and a phone layout
+    assert seed_html.count('<source media="(max-width: 600px)" srcset="data:image/png;base64,') == 4
+
+
+def test_hostile_marker_and_prompt_are_escaped(tmp_path, seed_bundle):
+    import json
+    import shutil
+
+    folder = tmp_path / "b"
+    shutil.copytree(seed_bundle, folder)
+    client = folder / "client" / "results.jsonl"
+    records = [json.loads(line) for line in client.read_text().splitlines()]
+    for rec in records:
+        if not rec["ok"]:
+            rec["request_id"] = HOSTILE
+            rec["error"] = f"{HOSTILE} | broken"
+    client.write_text("".join(json.dumps(r) + "\n" for r in records))
+    analysis = analyze([folder])
+    html = render_html(analysis)
+    assert HOSTILE not in html and "<script" not in html
+    assert html.count("&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;") >= 13
+    md = render_markdown(analysis)
+    assert "<script" not in md.replace("\\<script", "")
+
+
+def big_bundle(folder, n: int, fail_share: float = 0.67, seed: int = 3):
+    """`n` requests in ten steps behind one instance; two in three fail unreached."""
+    import datetime as dt
+    import json
+    import random
+
+    rng = random.Random(seed)
+    t0 = dt.datetime(2026, 3, 1, 10, 0, 0, tzinfo=dt.timezone.utc)
+    client, lines = [], []
+    for step in range(10):
+        for i in range(n // 10):
+            start = t0 + dt.timedelta(seconds=200 * step + rng.uniform(0, 60))
+            ok = rng.random() > fail_share
+            latency = rng.uniform(2, 6) if ok else 120.0
+            end = start + dt.timedelta(seconds=latency)
+            client.append(
+                {
+                    "step": step + 1,
+                    "index": i + 1,
+                    "started_at": start.isoformat(),
+                    "ended_at": end.isoformat(),
+                    "latency_s": round(latency, 3),
+                    "ok": ok,
+                    "http_status": 200 if ok else 503,
+                    "error": None if ok else "HTTP Error 503: Service Unavailable",
+                    "output_tokens": 300 if ok else 0,
+                }
+            )
+            if ok:
+                peer = f"10.0.0.2:{40000 + len(lines) % 20000}"
+                lines.append(
+                    (end, f'INFO:     {peer} - "POST /v1/chat/completions HTTP/1.1" 200 OK')
+                )
+    at = t0 - dt.timedelta(seconds=60)
+    while at < t0 + dt.timedelta(seconds=2200):
+        lines.append(
+            (
+                at,
+                f"(APIServer pid=1) INFO {at:%m-%d %H:%M:%S} [loggers.py:123] Engine 000: "
+                f"Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: "
+                f"{rng.uniform(100, 900):.1f} tokens/s, Running: {rng.randint(0, 40)} reqs, "
+                f"Waiting: 0 reqs, GPU KV cache usage: {rng.uniform(0, 30):.1f}%, "
+                "Prefix cache hit rate: 0.0%",
+            )
+        )
+        at += dt.timedelta(seconds=10)
+    log = "".join(f"{t:%Y-%m-%dT%H:%M:%S.%f}000Z {text}\n" for t, text in sorted(lines))
+    write(folder / "gpu-0.log", log)
+    write(folder / "client.jsonl", "".join(json.dumps(r) + "\n" for r in client))
+    return folder
+
+
+def test_large_input_is_aggregated_and_truncated(tmp_path):
+    analysis = analyze([big_bundle(tmp_path / "big", 20_000)])
+    totals = analysis.totals()
+    assert totals["sent"] == 20_000 and totals["unreached"] > 13_000
+    html = render_html(analysis)
+    assert len(html.encode()) < 5_000_000
+    assert "20,000 requests: drawn as requests started per 5 s" in html
+    assert f"Showing the first 200 of {totals['unreached']:,} (earliest first)." in html
+    unreached = html[html.index('id="unreached"') : html.index('id="inputs"')]
+    assert unreached.count("<tr><td>") == 200
+    # timeline, engine state, capacity; no balance chart for a single instance
+    assert len(re.findall(r'<img src="data:image/png;base64,', html)) == 3
+    md = render_markdown(analysis)
+    assert len(md) < 10_000 and md.count("\n| ") == 11  # header + ten steps
+
+
+def test_markdown_summary_reads_as_a_comment(tmp_path, seed_bundle):
+    md = render_markdown(analyze([seed_bundle]))
+    lines = md.splitlines()
+    assert lines[0] == "### Bottleneck: the front proxy (confidence 90%)"
+    assert "**43** sent · **30** ok · **13** failed · **13** never reached an instance" in md
+    assert (
+        "1. Failures that never reached any instance: **13/13** (threshold share ≥ 0.8) — "
+        "`client/results.jsonl` lines 2, 4, 11, 15, 17 (+8 more)"
+    ) in lines
+    assert "| 3 | 20 | 15 | 5 | 5 | 5 | 10 | 3.61 | 3.69 | 1,210 |" in lines
+    assert "**Findings**" in md and "- instance capped: instance-1 served exactly 5" in md
+    assert "warmup" not in md  # info-level notes stay in the HTML report
+    assert "**Next steps**" in md
+
+
+def test_autoescape_stays_on_and_nothing_is_marked_safe():
+    from pathlib import Path
+
+    from logforensics.report import html
+
+    assert html._env.autoescape is True
+    template = Path(html.__file__).parent / "templates" / "report.html.j2"
+    assert not re.search(r"\|\s*safe\b", template.read_text())
