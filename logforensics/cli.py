@@ -5,7 +5,7 @@ Exit codes (documented in the README):
   1  unexpected internal error (a bug: please report it with the traceback)
   2  bad input: a named path missing or unreadable, or nothing recognisable
      (the analysis of the other inputs is still written)
-  3  a --fail-on condition held (reserved; see README)
+  3  a --fail-on condition held (only when the inputs were fine: 2 wins)
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ import click
 from logforensics import __version__
 from logforensics.analysis import Options, analyze
 from logforensics.diagnose import Thresholds
+from logforensics.gates import evaluate, parse_condition
+from logforensics.redact import redact as redact_analysis
 
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
+EXIT_OK, EXIT_BAD_INPUT, EXIT_GATE = 0, 2, 3
 
 
 def _utc(value: str | None, option: str) -> dt.datetime | None:
@@ -33,6 +35,13 @@ def _utc(value: str | None, option: str) -> dt.datetime | None:
     if moment.tzinfo is None:
         raise click.BadParameter(f"give a zone, e.g. {value}Z or {value}+09:00", param_hint=option)
     return moment.astimezone(dt.timezone.utc)
+
+
+def _conditions(values: tuple[str, ...]) -> list:
+    try:
+        return [parse_condition(v) for v in values]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--fail-on") from exc
 
 
 def _parse_instance(values: tuple[str, ...]) -> dict[Path, str]:
@@ -113,6 +122,19 @@ def cli() -> None:
     show_default=True,
     help="Share of failures that must be unreached to blame the front.",
 )
+@click.option(
+    "--redact",
+    is_flag=True,
+    help="Replace prompts, request ids and client addresses with stable placeholders.",
+)
+@click.option(
+    "--fail-on",
+    "fail_on",
+    multiple=True,
+    metavar="CONDITION",
+    callback=lambda ctx, param, values: _conditions(values),
+    help="Exit 3 when a condition holds, e.g. 'unreached>0', 'success<0.99', 'p95>5s', 'bottleneck!=none'.",
+)
 def analyze_command(
     paths,
     html_out,
@@ -127,6 +149,8 @@ def analyze_command(
     kv_full_pct,
     idle_kv_pct,
     unreached_share,
+    redact,
+    fail_on,
 ) -> None:
     """Analyse logs (files or folders, .gz too) and write the reports.
 
@@ -146,6 +170,8 @@ def analyze_command(
         ),
     )
     analysis = analyze(list(paths), options)
+    if redact:
+        analysis = redact_analysis(analysis)
     for error in analysis.errors:
         click.echo(f"logforensics: error: {error}", err=True)
     usable = [f for f in analysis.inputs if f.format]
@@ -173,7 +199,12 @@ def analyze_command(
         f"{t['sent']} sent, {t['succeeded']} ok, {t['failed']} failed, {t['unreached']} never reached an instance",
         err=str(json_out) == "-",
     )
-    sys.exit(EXIT_BAD_INPUT if analysis.errors else EXIT_OK)
+    if analysis.errors:  # unreliable inputs outrank a gate's result
+        sys.exit(EXIT_BAD_INPUT)
+    held = evaluate(fail_on, analysis.to_dict()) if fail_on else []
+    for condition in held:
+        click.echo(f"logforensics: fail-on: {condition}", err=True)
+    sys.exit(EXIT_GATE if held else EXIT_OK)
 
 
 def _register_commands() -> None:

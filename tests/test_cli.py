@@ -109,3 +109,33 @@ def test_bad_instance_option_is_a_usage_error(seed_bundle):
 def test_loadtest_is_registered():
     result = run("--help")
     assert "analyze" in result.output and "loadtest" in result.output
+
+
+def test_fail_on_gates_exit_3_and_say_which_held(tmp_path, seed_bundle):
+    result = run("analyze", seed_bundle, "--fail-on", "unreached>0", "--fail-on", "bottleneck==gpu")
+    assert result.exit_code == 3
+    held = [
+        line for line in result.output.splitlines() if line.startswith("logforensics: fail-on:")
+    ]
+    assert len(held) == 1 and "unreached>0" in held[0] and "13" in held[0]
+    assert run("analyze", seed_bundle, "--fail-on", "success<0.5").exit_code == 0  # 30/43 ok
+
+
+def test_fail_on_rejects_a_malformed_condition(seed_bundle):
+    result = CliRunner().invoke(cli, ["analyze", str(seed_bundle), "--fail-on", "p95 is bad"])
+    assert result.exit_code == 2
+    assert "--fail-on" in result.output
+
+
+def test_bad_input_outranks_a_gate(tmp_path, seed_bundle):
+    result = run("analyze", seed_bundle, tmp_path / "missing.log", "--fail-on", "unreached>0")
+    assert result.exit_code == 2
+
+
+def test_redact_reaches_every_output(tmp_path, seed_bundle):
+    html, js, md = tmp_path / "r.html", tmp_path / "r.json", tmp_path / "r.md"
+    result = run("analyze", seed_bundle, "--redact", "-o", html, "--json", js, "--md", md)
+    assert result.exit_code == 0
+    for path in (html, js, md):
+        assert "10.0.0.2" not in path.read_text(), path.name
+    assert any(f["kind"] == "redacted" for f in json.loads(js.read_text())["findings"])
