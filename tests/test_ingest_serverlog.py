@@ -1,4 +1,42 @@
-"""Server-side line styles, each as the real software prints it."""
+"""Server-side line styles, each as the real software prints it.
+
+Where each excerpt's exact text comes from (values invented, layout exact):
+
+* vLLM logger prefix: vllm-project/vllm ``vllm/logger.py`` (old ``%(levelname)s
+  %(asctime)s %(filename)s:%(lineno)d]``, mid/new ``[%(fileinfo)s:%(lineno)d]``),
+  ``vllm/logging_utils/formatter.py`` (``ColoredFormatter``: level colours, GREY
+  ``\033[90m`` around asctime and the file block; ``NewLineFormatter`` repeats
+  the prefix on continuation lines after ``\r\n``; DEBUG ``fileinfo`` such as
+  ``model_executor/.../fp8_utils.py``), process tags from ``decorate_logs`` /
+  ``_add_prefix`` (``(APIServer pid=1)``, ``(EngineCore_0 pid=…)``,
+  ``(VllmWorker rank=0 pid=…)``; Ray's ``(RayWorkerVllm pid=…)``).
+* stats: ``vllm/engine/metrics.py`` (V0), ``vllm/v1/metrics/loggers.py`` @
+  005a810b (V1 ``Engine %03d: …``) and the newest ``log_parts`` form
+  (``Deferred: %d reqs``, ``Preemptions: %d``, ``External prefix cache hit
+  rate``, ``MM cache hit rate``, ``%d Engines Aggregated:``);
+  ``vllm/v1/spec_decode/metrics.py`` (``SpecDecoding metrics: …``).
+* lifecycle: ``vllm/entrypoints/logger.py`` @ 01ff1262 (old ``Received request
+  %s: prompt: %r, params: …``) and newer (``Received request %s: params: %s,
+  lora_request: %s.``), ``Added request %s.``, V1 ``Aborted request(s) %s.``
+  (``",".join(request_ids)``), ``InputProcessor.assign_request_id`` (8-hex suffix).
+* pressure: ``vllm/core/scheduler.py`` (preemption warning), PyTorch
+  ``c10/cuda/CUDACachingAllocator.cpp`` (OOM text, ``capacty`` in some
+  releases), ``vllm/v1/engine/exceptions.py`` / ``core.py`` (engine death).
+* uvicorn: ``uvicorn/logging.py`` @ 1554a8a5 (``AccessFormatter``).
+* prefixes: moby/moby ``api/server/httputils/write_log_stream.go``
+  (RFC3339NanoFixed), kubernetes ``pkg/kubelet/kuberuntime/logs/logs.go`` and
+  kubectl ``pkg/cmd/logs/logs.go`` (``[pod/%s/%s] ``), systemd
+  ``src/shared/logs-show.c`` (``-o short``: ``%b %d %H:%M:%S``; ``-o
+  short-iso``: ``%Y-%m-%dT%H:%M:%S%z`` older, ``+00:00`` newer; then `` host
+  ident[pid]: ``).
+* SGLang: sgl-project/sglang ``python/sglang/srt/managers/scheduler.py`` /
+  ``scheduler_metrics_mixin.py`` (``Decode batch. #running-req: …``,
+  ``Prefill batch. …``, ``KV cache pool is full. Retract requests. …``) and
+  ``configure_logger`` (``[%(asctime)s{prefix}] %(message)s``).
+* text-generation-inference: huggingface/text-generation-inference
+  ``router/src/server.rs`` (``tracing::info!("Success")`` in the
+  ``generate`` span), rendered by tracing-subscriber's default text layer.
+"""
 
 import datetime as dt
 from pathlib import Path
@@ -239,3 +277,291 @@ def test_parsed_frames_have_the_canonical_schema(tmp_path):
     result = parse(tmp_path, V1_STATS + "\n")
     for name, frame in result.tables.items():
         assert frame.schema == pl.Schema(model.SCHEMAS[name]), name
+
+
+ESC = "\x1b"
+V1_NEWEST = (
+    "(APIServer pid=1) INFO 02-24 06:16:23 [loggers.py:123] Engine 000: Avg prompt throughput: "
+    "0.0 tokens/s, Avg generation throughput: 301.0 tokens/s, Running: 30 reqs, Waiting: 12 reqs, "
+    "Deferred: 2 reqs, Preemptions: 4, GPU KV cache usage: 99.8%, Prefix cache hit rate: 9.7%, "
+    "External prefix cache hit rate: 50.0%, MM cache hit rate: 3.1%"
+)
+
+
+def test_newest_v1_stats_fields_and_preemption_counts(tmp_path):
+    text = (
+        "\n".join(
+            [
+                V1_NEWEST,
+                # DP: the aggregated logger's prefix
+                "(APIServer pid=1) INFO 02-24 06:16:33 [loggers.py:123] 2 Engines Aggregated: Avg "
+                "prompt throughput: 5.0 tokens/s, Avg generation throughput: 6.0 tokens/s, Running: "
+                "7 reqs, Waiting: 0 reqs, GPU KV cache usage: 50.0%, Prefix cache hit rate: 1.0%",
+                # the first V1 format: no Engine prefix, trailing space, no KV usage
+                "INFO 02-24 06:16:43 [loggers.py:60] Avg prompt throughput: 1.0 tokens/s, Avg "
+                "generation throughput: 2.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs ",
+                # V0 with prefix caching: a second line, noise
+                "INFO 02-24 06:16:53 metrics.py:367] Prefix cache hit rate: GPU: 12.50%, CPU: 0.00%",
+                # spec decoding (old and new) is noise, not stats
+                "INFO 02-24 06:16:53 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: "
+                "62.5%, Accepted: 50 tokens, Drafted: 80 tokens",
+                "(APIServer pid=1) INFO 02-24 06:16:53 [metrics.py:96] SpecDecoding metrics: Mean "
+                "acceptance length: 2.31, Accepted throughput: 10.00 tokens/s, Drafted throughput: "
+                "20.00 tokens/s, Accepted: 100 tokens, Drafted: 200 tokens, Per-position acceptance "
+                "rate: 0.800, 0.500, Avg Draft acceptance rate: 50.0%",
+            ]
+        )
+        + "\n"
+    )
+    result = parse(tmp_path, text)
+    stats = result.table("engine_stats")
+    assert stats["running"].to_list() == [30, 7, 1]
+    assert stats["waiting"].to_list() == [12, 0, 0]
+    assert stats["gpu_kv_pct"].to_list() == [99.8, 50.0, None]
+    assert stats["prefix_hit_pct"].to_list() == [9.7, 1.0, None]  # not the External one
+    assert stats["gen_tps"].to_list() == [301.0, 6.0, 2.0]
+    events = result.table("engine_events")
+    assert events.select("kind", "detail", "source").rows() == [
+        ("preempted", "4 preemption(s) in the stats interval (stats line)", "instance-1.log:1")
+    ]
+    assert (result.parsed, result.noise, result.unparsed) == (3, 3, 0)
+
+
+def test_prefixes_fileinfo_process_tags_and_colours(tmp_path):
+    stats = (
+        "Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 "
+        "tokens/s, Running: {} reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%, Prefix cache "
+        "hit rate: 0.0%"
+    )
+    lines = [
+        # colours: level, grey asctime and file block (ColoredFormatter), cyan process tag
+        f"{ESC}[1;36m(APIServer pid=1){ESC}[0;0m {ESC}[32mINFO{ESC}[0m {ESC}[90m02-24 06:16:00"
+        f"{ESC}[0m {ESC}[90m[loggers.py:123]{ESC}[0m " + stats.format(1),
+        # DEBUG builds print a shortened relative path, with "..." in it
+        "(EngineCore_0 pid=312) DEBUG 02-24 06:16:01 [v1/engine/core.py:12] " + stats.format(2),
+        "(VllmWorker rank=0 pid=400) DEBUG 02-24 06:16:02 "
+        "[model_executor/.../quantization/utils/fp8_utils.py:88] " + stats.format(3),
+        "(RayWorkerVllm pid=1756) INFO 02-24 06:16:03 [worker.py:1] " + stats.format(4),
+        # vllm-ascend appends milliseconds
+        "(Worker_TP0 pid=9) INFO 02-24 06:16:04.250 [loggers.py:1] " + stats.format(5),
+        # the old format has no opening bracket
+        "INFO 02-24 06:16:05 metrics.py:351] " + stats.format(6),
+    ]
+    result = parse(tmp_path, "\n".join(lines) + "\n")
+    got = result.table("engine_stats")
+    assert got["running"].to_list() == [1, 2, 3, 4, 5, 6]
+    assert got["at"][0] == dt.datetime(2026, 2, 24, 6, 16, 0, tzinfo=UTC)
+    assert got["at"][4] == dt.datetime(2026, 2, 24, 6, 16, 4, 250000, tzinfo=UTC)
+    assert result.unparsed == 0
+
+
+def test_multi_line_messages_repeat_the_prefix(tmp_path):
+    # NewLineFormatter: "\n" in a message becomes "\r\n" + the whole prefix
+    prefix = "(EngineCore_0 pid=7) ERROR 02-24 06:20:04 [core.py:700] "
+    text = (
+        "\r\n".join(
+            prefix + part
+            for part in [
+                "EngineCore encountered a fatal error.",
+                "Traceback (most recent call last):",
+                '  File "/usr/local/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 691, '
+                "in run_engine_core",
+                "    engine_core.run_busy_loop()",
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.31 GiB. GPU 0 has a "
+                "total capacty of 79.15 GiB of which 1.20 GiB is free.",
+            ]
+        )
+        + "\r\n"
+        + "(APIServer pid=1) INFO 02-24 06:20:05 [api_server.py:1] Some config:\r\n"
+        + "(APIServer pid=1) INFO 02-24 06:20:05 [api_server.py:1]   max_model_len: 8192\r\n"
+    )
+    result = parse(tmp_path, text)
+    events = result.table("engine_events")
+    assert events["kind"].to_list() == ["oom", "engine_dead"]
+    assert events["source"].to_list() == ["instance-1.log:2", "instance-1.log:1"]
+    assert (
+        "(innermost frame /usr/local/lib/python3.12/site-packages/vllm/v1/engine/core.py:691"
+        in (events["detail"][0])
+    )
+    assert (result.parsed, result.noise, result.unparsed) == (5, 2, 0)
+    assert any("CRLF" in note for note in result.notes)
+
+
+def test_lifecycle_new_forms_aborted_lists_and_suffixes(tmp_path):
+    text = (
+        "(APIServer pid=1) INFO 02-24 06:16:02 [logger.py:39] Received request "
+        "chatcmpl-bench-1a2b3c4d-17: params: SamplingParams(n=1, presence_penalty=0.0, "
+        "max_tokens=256, stop=[], skip_special_tokens=True), lora_request: None.\n"
+        "(APIServer pid=1) INFO 02-24 06:16:02 [async_llm.py:270] Added request "
+        "chatcmpl-bench-1a2b3c4d-17-1f2e3d4c.\n"
+        "(APIServer pid=1) INFO 02-24 06:16:09 [async_llm.py:377] Aborted request(s) "
+        "chatcmpl-a1,chatcmpl-b2,chatcmpl-c3.\n"
+        "INFO 02-24 06:16:10 [logger.py:41] Received request cmpl-7d9e-0: prompt: 'Explain [lf-3-17] "
+        "briefly', params: SamplingParams(n=1), prompt_token_ids: [1, 2], prompt_embeds shape: None, "
+        "lora_request: None, prompt_adapter_request: None.\n"
+    )
+    rows = parse(tmp_path, text).table("server_requests")
+    assert rows["event"].to_list() == [
+        "received",
+        "received",
+        "aborted",
+        "aborted",
+        "aborted",
+        "received",
+    ]
+    assert rows["request_id"].to_list() == [
+        "chatcmpl-bench-1a2b3c4d-17",
+        "chatcmpl-bench-1a2b3c4d-17-1f2e3d4c",
+        "chatcmpl-a1",
+        "chatcmpl-b2",
+        "chatcmpl-c3",
+        "cmpl-7d9e-0",
+    ]
+    assert rows["prompt_marker"].to_list() == [None] * 5 + ["[lf-3-17]"]
+    assert rows["source"][2:5].to_list() == ["instance-1.log:3"] * 3
+
+
+def test_more_pressure_messages(tmp_path):
+    text = (
+        "WARNING 02-24 06:16:03 scheduler.py:1560] Sequence group cmpl-9f-0 is preempted by "
+        "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect "
+        "the end-to-end performance. Increase gpu_memory_utilization or tensor_parallel_size to "
+        "provide more KV cache memory. total_num_cumulative_preemption=51\n"
+        "ERROR 03-11 17:23:51 [core.py:305] ValueError: No available memory for the cache blocks. "
+        "Try increasing `gpu_memory_utilization` when initializing the engine.\n"
+        "ERROR 03-11 17:23:52 [engine.py:1] RuntimeError: CUDA out of memory. Tried to allocate "
+        "20.00 MiB (GPU 0; 15.77 GiB total capacity; 14.10 GiB already allocated; 3.12 MiB free; "
+        "14.50 GiB reserved in total by PyTorch)\n"
+        "ERROR 03-11 17:23:53 [client.py:1] AsyncEngineDeadError: Background loop is not running. "
+        "If it was running, inspect the output to find the stacktrace of the error that caused "
+        "the background loop to stop (AsyncEngineDeadError).\n"
+    )
+    events = parse(tmp_path, text).table("engine_events")
+    assert events["kind"].to_list() == ["preempted", "kv_full", "oom", "engine_dead"]
+
+
+def test_journalctl_and_plain_iso_prefixes(tmp_path):
+    body = (
+        "INFO 02-24 06:16:0{} [loggers.py:123] Engine 000: Running: {} reqs, Waiting: 0 reqs, "
+        "GPU KV cache usage: 1.0%"
+    )
+    text = (
+        "\n".join(
+            [
+                # -o short-iso, older systemd: +0000; newer: +00:00; -precise: microseconds
+                "2026-02-24T06:16:01+0000 gpu-node-3 vllm[41233]: " + body.format(1, 1),
+                "2026-02-24T15:16:02+09:00 gpu-node-3 vllm[41233]: " + body.format(2, 2),
+                "2026-02-24T06:16:03.482913+00:00 gpu-node-3 vllm[41233]: " + body.format(3, 3),
+                # -o short: no year (the context's), the server's zone
+                "Feb 24 06:16:04 gpu-node-3 vllm[41233]: " + body.format(4, 4),
+                # plain ISO with a space, naive (server zone), or with an offset
+                '2026-02-24 06:16:05,250 INFO:     10.0.0.2:1 - "POST /v1/completions HTTP/1.1" 200 OK',
+                '2026-02-24T01:16:06.5-05:00 INFO:     10.0.0.2:2 - "POST /v1/completions HTTP/1.1" 200 OK',
+            ]
+        )
+        + "\n"
+    )
+    result = parse(tmp_path, text)
+    stats = result.table("engine_stats")
+    assert stats["at"].to_list() == [
+        dt.datetime(2026, 2, 24, 6, 16, s, us, tzinfo=UTC)
+        for s, us in [(1, 0), (2, 0), (3, 482913), (4, 0)]
+    ]
+    access = result.table("server_requests")
+    assert access["at"].to_list() == [
+        dt.datetime(2026, 2, 24, 6, 16, 5, 250000, tzinfo=UTC),
+        dt.datetime(2026, 2, 24, 6, 16, 6, 500000, tzinfo=UTC),
+    ]
+    assert stats["running"].to_list() == [1, 2, 3, 4]
+    assert result.unparsed == 0
+
+
+def test_journal_short_stamps_use_the_server_zone_and_roll_over_new_year(tmp_path):
+    line = '{} gpu-node-3 vllm[7]: INFO:     10.0.0.2:1 - "POST /v1/completions HTTP/1.1" 200 OK'
+    text = "\n".join(line.format(s) for s in ["Dec 31 23:59:59", "Jan  1 00:00:09"]) + "\n"
+    path = tmp_path / "node.log"
+    path.write_text(text)
+    source = SourceFile(path, "node.log", "node")
+    result = detect(source).parse(source, ParseContext(year=2025, server_tz="Asia/Seoul"))
+    assert result.table("server_requests")["at"].to_list() == [
+        dt.datetime(2025, 12, 31, 14, 59, 59, tzinfo=UTC),
+        dt.datetime(2025, 12, 31, 15, 0, 9, tzinfo=UTC),
+    ]
+
+
+def test_sglang_scheduler_lines(tmp_path):
+    text = (
+        "[2026-02-24 06:16:40 TP0] Decode batch. #running-req: 12, #token: 8000, token usage: 0.93, "
+        "cuda graph: True, gen throughput (token/s): 512.33, #queue-req: 4\n"
+        "[2026-02-24 06:16:41 DP0 TP0] Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, "
+        "token usage: 0.95, #running-req: 12, #queue-req: 3\n"
+        "[2026-02-24 06:16:42 TP0] Decode batch, #running-req: 13, #full token: 500, full token "
+        "usage: 0.41, #swa token: 100, swa token usage: 0.20, cuda graph: True, gen throughput "
+        "(token/s): 100.00, #queue-req: 0\n"
+        "[2026-02-24 06:16:43 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1, "
+        "#new_token_ratio: 0.9998 -> 1.0000\n"
+        '[2026-02-24 06:16:44] INFO:     127.0.0.1:40000 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+    )
+    result = parse(tmp_path, text, "sglang-0.log")
+    stats = result.table("engine_stats")
+    assert stats["running"].to_list() == [12, 12, 13]
+    assert stats["waiting"].to_list() == [4, 3, 0]
+    assert stats["gpu_kv_pct"].to_list() == [93.0, 95.0, 41.0]
+    assert stats["gen_tps"].to_list() == [512.33, None, 100.0]
+    assert stats["at"][0] == dt.datetime(2026, 2, 24, 6, 16, 40, tzinfo=UTC)
+    assert result.table("engine_events")["kind"].to_list() == ["preempted"]
+    assert result.table("server_requests")["http_status"].to_list() == [200]
+    assert result.unparsed == 0
+
+
+def test_text_generation_inference_router_lines(tmp_path):
+    text = (
+        "2026-02-24T06:16:44.123456Z  INFO generate{parameters=GenerateParameters { best_of: None, "
+        'temperature: None, max_new_tokens: Some(20) } total_time="1.2s" validation_time="1ms" '
+        'queue_time="50us" inference_time="1.1s" time_per_token="55ms" seed="None"}: '
+        "text_generation_router::server: router/src/server.rs:305: Success\n"
+        "2026-02-24T06:16:45.123456Z ERROR compat_generate{default_return_full_text=true}:"
+        "generate_stream{parameters=GenerateParameters { max_new_tokens: Some(20) }}:"
+        "generate_stream{}:infer:send_error: text_generation_router::infer: "
+        "router/src/infer/mod.rs:866: Request failed during generation: Server error: Out of "
+        "available cache blocks\n"
+        "2026-02-24T06:16:46.000000Z  INFO text_generation_launcher: Starting shard rank=0\n"
+    )
+    result = parse(tmp_path, text, "tgi.log")
+    access = result.table("server_requests")
+    assert access.select("event", "path", "http_status").rows() == [("access", "/generate", 200)]
+    assert access["at"][0] == dt.datetime(2026, 2, 24, 6, 16, 44, 123456, tzinfo=UTC)
+    assert result.table("engine_events")["kind"].to_list() == ["kv_full"]
+    assert (result.parsed, result.noise, result.unparsed) == (2, 1, 0)
+
+
+def test_robustness_garbage_binary_huge_line_crlf_truncated(tmp_path):
+    huge = "y" * 10_000_000
+    text = (
+        (V1_STATS + "\r\n").encode()
+        + bytes(range(256))
+        + b"\n"
+        + huge.encode()
+        + b"\n"
+        + b"\xff\xfe\x00garbage\x00\r\n"
+        + b'INFO:     10.0.0.2:1 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+    )
+    path = tmp_path / "junk.log"
+    path.write_bytes(text)
+    source = SourceFile(path, "junk.log", "junk")
+    result = FILE_FORMATS["server_log"].parse(source, CTX)
+    assert result.parsed + result.noise + result.unparsed == result.lines
+    assert result.parsed == 2
+    notes = " | ".join(result.notes)
+    for word in ("not UTF-8", "NUL", "no newline", "10,000,000 bytes", "CRLF"):
+        assert word in notes, word
+
+
+def test_empty_and_binary_files_are_skipped_with_a_reason(tmp_path):
+    from logforensics.inputs import load
+
+    (tmp_path / "empty.log").write_bytes(b"")
+    (tmp_path / "blob.bin").write_bytes(bytes(range(256)) * 64)
+    inputs = load([tmp_path / "empty.log", tmp_path / "blob.bin"], CTX)
+    reasons = {f.path.rsplit("/", 1)[-1]: f.skipped for f in inputs.files}
+    assert reasons == {"empty.log": "empty file", "blob.bin": "no known format"}

@@ -1,20 +1,33 @@
-"""Line formats found in vLLM instance logs. Registration order is claim order.
+"""Line formats found in vLLM instance logs. A format's `order` is its claim order.
 
 Each format's text was taken from the real software's source:
 
 * stats: vLLM ``vllm/engine/metrics.py`` (V0 ``LoggingStatLogger``: ``Running: %d
   reqs, Swapped: %d reqs, Pending: %d reqs, GPU KV cache usage: %.1f%%, CPU KV
-  cache usage: %.1f%%``) and ``vllm/v1/metrics/loggers.py`` (V1: ``Engine %03d:
-  Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f
+  cache usage: %.1f%%``), ``vllm/v1/metrics/loggers.py`` @ 005a810b (V1: ``Engine
+  %03d: Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f
   tokens/s, Running: %d reqs, Waiting: %d reqs, GPU KV cache usage: %.1f%%,
-  Prefix cache hit rate: %.1f%%``). Fields are read one by one, so inserted
-  or dropped fields in other versions do not break the line.
+  Prefix cache hit rate: %.1f%%``) and the newest ``log_parts`` form (optional
+  ``Deferred: %d reqs``, ``Preemptions: %d``, ``Corrupted: %d reqs``,
+  ``External prefix cache hit rate: %.1f%%``, ``MM cache hit rate: %.1f%%``;
+  ``N Engines Aggregated:`` prefix). Fields are read one by one, so inserted
+  or dropped fields in other versions do not break the line. ``SpecDecoding
+  metrics:`` lines (``vllm/v1/spec_decode/metrics.py``) and V0's second
+  ``Prefix cache hit rate: GPU: …, CPU: …`` line are noise, not stats.
 * access: uvicorn's ``AccessFormatter`` default ``%(levelprefix)s
   %(client_addr)s - "%(request_line)s" %(status_code)s`` (status rendered as
   ``200 OK``; level prefix padded to ``INFO:     ``).
-* lifecycle: vLLM ``vllm/entrypoints/logger.py`` (``Received request %s:
-  prompt: %r, params: ...``) and the engines' ``Finished request`` /
-  ``Aborted request`` lines.
+* lifecycle: vLLM ``vllm/entrypoints/logger.py`` (old ``Received request %s:
+  prompt: %r, params: ...``; new ``Received request %s: params: %s,
+  lora_request: %s.``), ``Added request %s.``, ``Finished request %s.``,
+  ``Aborted request %s.`` and the newer V1 ``Aborted request(s) %s.`` with the
+  ids comma-joined (one row per id).
+* pressure: V0 ``vllm/core/scheduler.py`` (``Sequence group %s is preempted by
+  %s mode because there is not enough KV cache space``), PyTorch's CUDA OOM
+  message (both wordings, ``capacty`` misspelling too), vLLM's engine-death
+  messages (``EngineDeadError``, ``EngineCore encountered a fatal error``,
+  ``Background loop is not running``, ``Engine loop is not running``), SGLang's
+  ``KV cache pool is full. Retract requests.`` (``scheduler.py``).
 """
 
 from __future__ import annotations
@@ -32,7 +45,9 @@ class RegexLineFormat(LineFormat):
     """A line format recognised by one regex over the message text."""
 
     pattern: ClassVar[str]
+    order: ClassVar[int] = 50  # claim order: lower claims first
     decisive: ClassVar[bool] = True  # may its lines alone make a file a server log?
+    proxy: ClassVar[bool] = False  # a proxy's or gateway's own line (see ProxyLog)
 
     def sniff(self, bodies: list[str]) -> bool:
         rx = re.compile(self.pattern)
@@ -42,20 +57,32 @@ class RegexLineFormat(LineFormat):
         return lines.filter(pl.col("msg").str.contains(self.pattern))
 
 
+def no_lines() -> pl.Series:
+    return pl.Series("line_no", [], dtype=pl.Int64)
+
+
 def _field(label_re: str, kind=pl.Float64) -> pl.Expr:
     return pl.col("msg").str.extract(label_re, 1).cast(kind, strict=False)
+
+
+SPEC_DECODE_RE = r"SpecDecoding metrics: |^Prefix cache hit rate: GPU: "
 
 
 @register_line_format
 class VllmStats(RegexLineFormat):
     name = "vllm_stats"
+    order = 10
     pattern = r"Running: \d+ reqs"
+
+    def sniff(self, bodies: list[str]) -> bool:
+        return super().sniff(bodies) or any(re.search(SPEC_DECODE_RE, b) for b in bodies if b)
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
         hits = self.matching(lines)
         gpu_kv = _field(r"GPU KV cache usage: ([\d.]+)%")
         cpu_kv = _field(r"CPU KV cache usage: ([\d.]+)%")
         v0_layout = pl.col("msg").str.contains(r"Swapped: \d+ reqs")
+        src = source_expr(source.display).alias("source")
         stats = hits.select(
             "instance",
             "at",
@@ -73,19 +100,44 @@ class VllmStats(RegexLineFormat):
             pl.when(v0_layout).then(cpu_kv).alias("cpu_kv_pct"),
             _field(r"Avg prompt throughput: ([\d.]+) tokens/s").alias("prompt_tps"),
             _field(r"Avg generation throughput: ([\d.]+) tokens/s").alias("gen_tps"),
+            # not "External prefix cache hit rate" (a KV connector's), not V0's "GPU: …" line
             _field(r"(?:^|[^\w ])\s*Prefix cache hit rate: ([\d.]+)%").alias("prefix_hit_pct"),
-            source_expr(source.display).alias("source"),
+            src,
         )
-        return Claim(records=hits["line_no"], tables={"engine_stats": stats})
+        # "Preemptions: N" is printed only when N > 0: N requests preempted this interval.
+        preempted = hits.with_columns(_field(r"Preemptions: (\d+)", pl.Int64).alias("_n")).filter(
+            pl.col("_n") > 0
+        )
+        events = preempted.select(
+            "instance",
+            "at",
+            pl.lit("preempted").alias("kind"),
+            pl.format("{} preemption(s) in the stats interval (stats line)", pl.col("_n")).alias(
+                "detail"
+            ),
+            src,
+        )
+        noise = lines.filter(pl.col("msg").str.contains(SPEC_DECODE_RE))["line_no"]
+        return Claim(
+            records=hits["line_no"],
+            noise=noise,
+            tables={"engine_stats": stats, "engine_events": events},
+        )
+
+
+UVICORN_ACCESS_RE = (
+    r'^(?:INFO|WARNING|ERROR|DEBUG):\s+(?P<peer>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) '
+    r'HTTP/[\d.]+" (?P<status>\d{3})\b'
+)
 
 
 @register_line_format
 class UvicornAccess(RegexLineFormat):
+    """uvicorn's access line. In a proxy's log (a LiteLLM or router container) it is the proxy's."""
+
     name = "uvicorn_access"
-    pattern = (
-        r'^(?:INFO|WARNING|ERROR|DEBUG):\s+(?P<peer>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) '
-        r'HTTP/[\d.]+" (?P<status>\d{3})\b'
-    )
+    order = 11
+    pattern = UVICORN_ACCESS_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
         hits = (
@@ -93,7 +145,9 @@ class UvicornAccess(RegexLineFormat):
             .with_columns(pl.col("msg").str.extract_groups(self.pattern).alias("_g"))
             .unnest("_g")
         )
-        rows = hits.select(
+        in_proxy = _file_role(hits) == "proxy"
+        server = hits.filter(~in_proxy)
+        rows = server.select(
             "instance",
             "at",
             "at_precision_s",
@@ -104,38 +158,69 @@ class UvicornAccess(RegexLineFormat):
             "peer",
             source_expr(source.display).alias("source"),
         )
-        return Claim(records=hits["line_no"], tables={"server_requests": rows})
+        proxied = hits.filter(in_proxy).select(
+            "at",
+            pl.col("instance").alias("proxy"),
+            pl.col("peer").alias("client"),
+            "method",
+            "path",
+            pl.col("status").cast(pl.Int64).alias("http_status"),
+            pl.lit("unknown").alias("status_origin"),
+            pl.lit("unknown").alias("delivery"),
+            source_expr(source.display).alias("source"),
+        )
+        return Claim(
+            records=hits["line_no"],
+            tables={"server_requests": rows, "proxy_requests": proxied},
+        )
+
+
+def _file_role(frame: pl.DataFrame) -> pl.Expr:
+    return pl.col("file_role") if "file_role" in frame.columns else pl.lit("server")
 
 
 # The seed's prompts end in "({i})"; `logforensics loadtest` writes "[lf-...]".
 PROMPT_MARKER_RE = r"(\[lf-[\w.-]+\]|\(\d+\))"
+LIFECYCLE_RE = r"\b(?:Received|Added|Finished|Aborted) request(?:\(s\))? (\S+?)[:.,]?(?:\s|$)"
 
 
 @register_line_format
 class VllmLifecycle(RegexLineFormat):
     name = "vllm_lifecycle"
-    pattern = r"\b(?:Received|Added|Finished|Aborted) request (\S+?)[:.,]?(?:\s|$)"
+    order = 12
+    pattern = LIFECYCLE_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
         hits = self.matching(lines)
-        verb = pl.col("msg").str.extract(r"\b(Received|Added|Finished|Aborted) request", 1)
-        prompt = pl.col("msg").str.extract(r"prompt: (.*?), params:", 1)
-        rows = hits.select(
-            "instance",
-            "at",
-            "at_precision_s",
-            verb.replace_strict(
-                {
-                    "Received": "received",
-                    "Added": "received",
-                    "Finished": "finished",
-                    "Aborted": "aborted",
-                },
-                default=None,
-            ).alias("event"),
-            pl.col("msg").str.extract(self.pattern, 1).alias("request_id"),
-            prompt.str.extract(PROMPT_MARKER_RE, 1).alias("prompt_marker"),
-            source_expr(source.display).alias("source"),
+        msg = pl.col("msg")
+        verb = msg.str.extract(r"\b(Received|Added|Finished|Aborted) request", 1)
+        prompt = msg.str.extract(r"prompt: (.*?), params:", 1)
+        # "Aborted request(s) a,b,c." names several (external) ids: one row each.
+        many = msg.str.extract(r"\bAborted request\(s\) (\S+)", 1).str.strip_suffix(".")
+        one = msg.str.extract(self.pattern, 1)
+        rows = (
+            hits.select(
+                "instance",
+                "at",
+                "at_precision_s",
+                verb.replace_strict(
+                    {
+                        "Received": "received",
+                        "Added": "received",
+                        "Finished": "finished",
+                        "Aborted": "aborted",
+                    },
+                    default=None,
+                ).alias("event"),
+                pl.when(many.is_not_null())
+                .then(many.str.split(","))
+                .otherwise(pl.concat_list(one))
+                .alias("request_id"),
+                prompt.str.extract(PROMPT_MARKER_RE, 1).alias("prompt_marker"),
+                source_expr(source.display).alias("source"),
+            )
+            .explode("request_id")
+            .filter(pl.col("request_id").str.len_chars() > 0)
         )
         return Claim(records=hits["line_no"], tables={"server_requests": rows})
 
@@ -169,11 +254,14 @@ class PythonTraceback(LineFormat):
 
     A traceback from a relaying proxy (network errors while forwarding) is a
     proxy event; one that names vLLM's engine or CUDA is an engine event.
-    The event's time is that of the nearest stamped line.
+    The event's time is that of the nearest stamped line. In a proxy's own
+    log the event's `instance` is unknown (None).
     """
 
     name = "python_traceback"
+    order = 13
     decisive = True
+    proxy = False
 
     def sniff(self, bodies: list[str]) -> bool:
         return any(b.startswith("Traceback (most recent call last)") for b in bodies)
@@ -189,6 +277,7 @@ class PythonTraceback(LineFormat):
             is_chain.alias("is_chain"),
             # code lines follow a frame line, indented
             (msg.str.starts_with(" ") & is_frame.shift(1).fill_null(False)).alias("is_code"),
+            _file_role(lines).alias("_role"),
         )
         # A block: a run of frame/code/exception/chain lines (blank lines between
         # chained tracebacks included) that holds at least one frame.
@@ -206,7 +295,7 @@ class PythonTraceback(LineFormat):
             .filter(pl.col("part"))
         )
         if marked.is_empty():
-            return Claim(records=pl.Series("line_no", [], dtype=pl.Int64))
+            return Claim(records=no_lines())
         frames = pl.coalesce(
             msg.str.extract_groups(FRAME_RE), msg.str.extract_groups(BARE_FRAME_RE)
         )
@@ -218,6 +307,7 @@ class PythonTraceback(LineFormat):
                 pl.col("line_no").alias("members"),
                 pl.col("is_frame").sum().alias("frames"),
                 pl.col("instance").first(),
+                pl.col("_role").first(),
                 pl.col("at").first(),
                 pl.col("msg").filter(pl.col("is_exc")).alias("chain"),
                 pl.col("_f").filter(pl.col("is_frame")).last().alias("innermost"),
@@ -232,8 +322,8 @@ class PythonTraceback(LineFormat):
             pl.col("innermost").struct.field("lineno"),
             pl.col("innermost").struct.field("func"),
         )
-        network_kind = _first_kind(NETWORK_KINDS, pl.col("text"))
-        engine_kind = _first_kind(ENGINE_KINDS, pl.col("text"))
+        network_kind = first_kind(NETWORK_KINDS, pl.col("text"))
+        engine_kind = first_kind(ENGINE_KINDS, pl.col("text"))
         blocks = blocks.with_columns(
             pl.format("{} (innermost frame {})", chain_text, innermost).alias("detail"),
             network_kind.alias("network_kind"),
@@ -246,7 +336,10 @@ class PythonTraceback(LineFormat):
         )
         proxy = blocks.filter(pl.col("engine_kind").is_null()).select(
             "at",
-            "instance",
+            pl.when(pl.col("_role") == "proxy")
+            .then(None)
+            .otherwise(pl.col("instance"))
+            .alias("instance"),
             pl.coalesce("network_kind", pl.lit("exception")).alias("kind"),
             "http_status",
             "detail",
@@ -262,7 +355,7 @@ class PythonTraceback(LineFormat):
         )
 
 
-def _first_kind(kinds: dict[str, str], text: pl.Expr) -> pl.Expr:
+def first_kind(kinds: dict[str, str], text: pl.Expr) -> pl.Expr:
     """The first kind (in dict order) whose pattern occurs in `text`."""
     out = pl.lit(None, dtype=pl.Utf8)
     for name, rx in reversed(kinds.items()):
@@ -270,11 +363,23 @@ def _first_kind(kinds: dict[str, str], text: pl.Expr) -> pl.Expr:
     return out
 
 
+_first_kind = first_kind  # the old private name
+
 ENGINE_PRESSURE = {
-    "preempted": r"preempted by PreemptionMode|[Pp]reempt(?:ed|ing) request",
-    "kv_full": r"All KV cache blocks are full|KV cache exhausted|No available (?:KV cache )?blocks",
-    "oom": r"CUDA out of memory|OutOfMemoryError",
-    "engine_dead": r"EngineDeadError|Engine loop is not running|engine core .*died|EngineCore .*failed",
+    "preempted": (
+        r"preempted by PreemptionMode|[Pp]reempt(?:ed|ing) request"
+        r"|KV cache pool is full\. Retract requests"
+    ),
+    "kv_full": (
+        r"All KV cache blocks are full|KV cache exhausted|No available (?:KV cache )?blocks"
+        r"|No available memory for the cache blocks"
+        r"|larger than the maximum number of tokens that can be stored in KV cache"
+    ),
+    "oom": r"CUDA out of memory|OutOfMemoryError|total capac(?:i)?ty of [\d.]+ [KMGT]iB",
+    "engine_dead": (
+        r"EngineDeadError|Engine loop is not running|Background loop is not running"
+        r"|engine core .*died|EngineCore .*failed|EngineCore encountered"
+    ),
     "queue_timeout": r"Request timeout after \d+s",
 }
 
@@ -284,17 +389,15 @@ class VllmPressure(RegexLineFormat):
     """Lines that say the engine ran short of memory, preempted, or died."""
 
     name = "vllm_pressure"
+    order = 14
     pattern = "|".join(f"(?:{rx})" for rx in ENGINE_PRESSURE.values())
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
         hits = self.matching(lines)
-        kind = pl.lit(None, dtype=pl.Utf8)
-        for name, rx in reversed(ENGINE_PRESSURE.items()):
-            kind = pl.when(pl.col("msg").str.contains(rx)).then(pl.lit(name)).otherwise(kind)
         rows = hits.select(
             "instance",
             "at",
-            kind.alias("kind"),
+            first_kind(ENGINE_PRESSURE, pl.col("msg")).alias("kind"),
             pl.col("msg").str.slice(0, 300).alias("detail"),
             source_expr(source.display).alias("source"),
         )
@@ -305,12 +408,15 @@ class VllmPressure(RegexLineFormat):
 class KnownNoise(RegexLineFormat):
     """Lines understood but carrying nothing to analyse.
 
-    vLLM's other stamped lines (startup, config), uvicorn's lifecycle lines
-    (``Started server process``, ``Application startup complete.``) and blank
-    lines. Counted apart from unparsed lines so a report can say both.
+    vLLM's other stamped lines (startup, config, the continuation lines of a
+    multi-line message, which repeat the prefix), uvicorn's lifecycle lines
+    (``Started server process``, ``Application startup complete.``), other
+    Python-logging lines with a level and blank lines. Counted apart from
+    unparsed lines so a report can say both.
     """
 
     name = "known_noise"
+    order = 100
     decisive = False
     pattern = r"^$"
 
@@ -320,4 +426,4 @@ class KnownNoise(RegexLineFormat):
             | pl.col("msg").str.contains(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s{1,5}\S")
             | (pl.col("msg").str.strip_chars() == "")
         )
-        return Claim(records=pl.Series("line_no", [], dtype=pl.Int64), noise=noise["line_no"])
+        return Claim(records=no_lines(), noise=noise["line_no"])

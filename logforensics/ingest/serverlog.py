@@ -1,12 +1,30 @@
 """Server-side logs: a container's stdout, split line by line among line formats.
 
 A vLLM instance's log interleaves vLLM's own lines, uvicorn's access lines
-and whatever else runs in the container (here: a relaying proxy whose
-tracebacks land in the same stream). Each line first loses its runtime
-prefix (``docker logs -t`` / ``kubectl logs --timestamps`` stamps,
-``kubectl logs --prefix`` pod names, ANSI colours), then every registered
-line format takes the lines it recognises. Whatever none takes is counted as
-unparsed and shown in the report.
+and whatever else runs in the container (a relaying proxy's tracebacks, an
+nginx side-car). Each line first loses its runtime prefixes, outermost first:
+
+* ANSI colours (vLLM's level colours and the grey around its asctime, the
+  cyan process tag, uvicorn's, LiteLLM's, the production-stack router's);
+* ``kubectl logs --prefix`` pod names ``[pod/NAME/CONTAINER] ``;
+* a leading ISO 8601 stamp: ``docker logs -t`` / ``kubectl --timestamps``
+  (RFC 3339, nine fraction digits, ``Z`` or an offset), the raw CRI file's
+  ``stdout F`` tag, ``journalctl -o short-iso[-precise]``
+  (``2026-02-24T06:16:03+0000 host unit[pid]: ``, newer systemd ``+00:00``),
+  or any plain ISO 8601 stamp with or without an offset, ``T`` or a space
+  between date and time (a naive one is read in the server's zone);
+* ``journalctl -o short`` / syslog ``Feb 24 06:16:03 host unit[pid]: ``
+  (no year: the context's year, rolled over New Year; the server's zone),
+  optionally behind a syslog priority ``<134>``;
+* a bracketed Python-logging stamp ``[2026-02-24 06:16:03 TP0] `` (SGLang,
+  the vLLM production-stack router) or SGLang's yearless ``[02-24 06:16:03] ``;
+* vLLM's process tags ``(APIServer pid=1) ``, ``(EngineCore_0 pid=…) ``,
+  ``(VllmWorker rank=0 pid=…) ``, Ray's ``(RayWorkerVllm pid=…) ``;
+* vLLM's own ``INFO 02-24 06:16:03 [file.py:12] `` stamp (kept as `level`).
+
+Then every registered line format, in its `order`, takes the lines it
+recognises. Whatever none takes is counted as unparsed and shown in the
+report, so ``parsed + noise + unparsed == lines`` always holds.
 """
 
 from __future__ import annotations
@@ -14,28 +32,75 @@ from __future__ import annotations
 import polars as pl
 
 from logforensics import timeparse
-from logforensics.ingest import LINE_FORMATS, register_file_format
+from logforensics.ingest import (
+    LINE_FORMATS,
+    metrics,  # noqa: F401  (registers prometheus_scrape, sniffed before the log formats)
+    register_file_format,
+)
 from logforensics.ingest.base import (
     UNPARSED_EXAMPLES,
     FileFormat,
+    LineFormat,
     ParseContext,
     ParseResult,
     SourceFile,
 )
 
-ANSI_RE = r"\x1b\[[0-9;]*[A-Za-z]"
+# Any CSI escape (colours, bold, cursor moves); a lone ESC left over is dropped too.
+ANSI_RE = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b"
 KUBECTL_PREFIX_RE = r"^\[pod/(?P<pod>[^/\]\s]+)/(?P<container>[^\]\s]+)\] "
-RUNTIME_STAMP_RE = (
-    r"^(?P<stamp>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})) "
+# docker/kubectl/CRI/journal short-iso/plain ISO, with the journal's "host unit[pid]: "
+# or the CRI file's "stdout F " after it when present.
+ISO_PREFIX_RE = (
+    r"^(?P<iso>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,](?P<isofrac>\d{1,9}))?"
+    r"(?:Z|[+-]\d{2}:?\d{2})?)"
+    r"(?:(?: (?:stdout|stderr) [FP])|(?: \S+ [^\s\[\]:]+\[\d+\]:))?(?: |$)"
 )
-# vLLM: "INFO 02-24 06:16:03 [loggers.py:123] msg", optionally behind a
-# process tag "(APIServer pid=12) ", with or without the [file:line] brackets.
+ISO_INNER_RE = ISO_PREFIX_RE.replace("?P<iso>", "?P<iso2>").replace("?P<isofrac>", "?P<iso2frac>")
+MONTHS = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
+BSD_PREFIX_RE = (
+    rf"^(?:<\d{{1,3}}>)?(?P<bsd>(?:{MONTHS}) [ \d]?\d \d{{2}}:\d{{2}}:\d{{2}}(?:\.(?P<bsdfrac>\d{{1,6}}))?)"
+    r" (?:\S+ )?[^\s\[\]:]+(?:\[\d+\])?: ?"
+)
+BRACKET_PREFIX_RE = (
+    r"^\[(?:(?P<bk>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,](?P<bkfrac>\d{1,6}))?)"
+    r"|(?P<bkmd>\d{2}-\d{2} \d{2}:\d{2}:\d{2}))(?: [^\]]*)?\] "
+)
+PROCESS_TAG_RE = r"^(?:\([^()]*\bpid=\d+\)\s+)+"
+# vLLM: "INFO 02-24 06:16:03 [loggers.py:123] msg"; old: "metrics.py:351] msg";
+# DEBUG builds: "[v1/engine/core.py:12]", "[model_executor/.../fp8_utils.py:3]";
+# vllm-ascend appends ".%03d" to the time.
 VLLM_STAMP_RE = (
-    r"^(?:\((?P<proc>[^)]*)\) )?(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
-    r"(?P<md>\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)? (?:\[?[\w./-]+\.py:\d+\]? )?(?P<msg>.*)$"
+    r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    r"(?P<md>\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?P<mdfrac>\.\d+)? "
+    r"(?:\[?[^\s\[\]]+\.py:\d+\]? )?(?P<msg>.*)$"
 )
-RUNTIME_PRECISION_S = 1e-6
+# Line formats a proxy's or gateway's own stdout shares with a model server's.
+SHARED_FORMATS = {"uvicorn_access", "python_traceback"}
+RUNTIME_PRECISION_S = 1e-6  # fractional stamps are kept to the microsecond
+WHOLE_SECOND_S = 1.0
 VLLM_STAMP_PRECISION_S = 1.0
+
+
+def _roll(stamps: pl.Expr) -> pl.Expr:
+    """Add a year to yearless stamps after the log wraps past 31 Dec (a step back > 300 days)."""
+    previous = stamps.forward_fill().shift(1)
+    back = (stamps - previous) < pl.duration(days=-300)
+    wraps = back.fill_null(False).cast(pl.Int32).cum_sum()
+    return stamps.dt.offset_by(pl.format("{}y", wraps))
+
+
+def _bsd_to_utc(text: pl.Expr, year: int, tz: str) -> pl.Expr:
+    day = text.str.replace(r"^(\w{3}) +(\d) ", "${1} 0${2} ").str.replace(r"^(\w{3}) +", "${1} ")
+    return pl.concat_str([pl.lit(f"{year} "), day.str.replace(r"\.\d+$", "")]).str.to_datetime(
+        "%Y %b %d %H:%M:%S", time_unit="us", strict=False
+    ).dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null").dt.convert_time_zone(
+        "UTC"
+    ) + pl.duration(
+        microseconds=(
+            text.str.extract(r"\.(\d{1,6})$", 1).str.pad_end(6, "0").cast(pl.Int64).fill_null(0)
+        )
+    )
 
 
 def split_prefixes(
@@ -43,29 +108,76 @@ def split_prefixes(
 ) -> pl.DataFrame:
     """Strip runtime prefixes; give every line its best-known time and precision.
 
-    Adds `body`, `msg` (body after vLLM's own stamp, else body), `level`,
-    `instance`, `at`, `at_precision_s`. A line with no stamp of its own takes
-    the nearest earlier stamped line's time; its precision is the gap to the
-    next stamped line (unknown at the end of the file).
+    Adds `body` (runtime prefixes stripped), `msg` (body after vLLM's own
+    stamp, else body), `level`, `instance`, `at`, `at_precision_s`. A line
+    with no stamp of its own takes the nearest earlier stamped line's time;
+    its precision is the gap to the next stamped line plus that line's own
+    precision (unknown at the end of the file).
     """
     text = pl.col("text").str.replace_all(ANSI_RE, "")
-    pod = text.str.extract(KUBECTL_PREFIX_RE, 1)
-    after_pod = text.str.replace(KUBECTL_PREFIX_RE, "")
-    stamp = after_pod.str.extract(RUNTIME_STAMP_RE, 1)
-    body = after_pod.str.replace(RUNTIME_STAMP_RE, "")
+    frame = lines.with_columns(
+        text.str.extract(KUBECTL_PREFIX_RE, 1).alias("pod"),
+        text.str.replace(KUBECTL_PREFIX_RE, "").alias("_s0"),
+    )
+    frame = frame.with_columns(
+        pl.col("_s0").str.extract_groups(ISO_PREFIX_RE).alias("_iso"),
+        pl.col("_s0").str.replace(ISO_PREFIX_RE, "").alias("_s1"),
+    ).unnest("_iso")
+    frame = frame.with_columns(
+        pl.col("_s1").str.extract_groups(BSD_PREFIX_RE).alias("_bsd"),
+        pl.col("_s1").str.replace(BSD_PREFIX_RE, "").alias("_s2"),
+    ).unnest("_bsd")
+    # an application's own ISO stamp behind the runtime's or journal's (TGI under `docker logs -t`)
+    frame = frame.with_columns(
+        pl.col("_s2").str.extract_groups(ISO_INNER_RE).alias("_iso2"),
+        pl.col("_s2").str.replace(ISO_INNER_RE, "").alias("_s2"),
+    ).unnest("_iso2")
+    frame = frame.with_columns(
+        pl.col("_s2").str.extract_groups(BRACKET_PREFIX_RE).alias("_bk"),
+        pl.col("_s2").str.replace(BRACKET_PREFIX_RE, "").alias("_s3"),
+    ).unnest("_bk")
     frame = (
-        lines.with_columns(pod.alias("pod"), stamp.alias("runtime_stamp"), body.alias("body"))
+        frame.with_columns(pl.col("_s3").str.replace(PROCESS_TAG_RE, "").alias("body"))
         .with_columns(pl.col("body").str.extract_groups(VLLM_STAMP_RE).alias("_v"))
         .unnest("_v")
     )
-    runtime_at = timeparse.iso_to_utc(pl.col("runtime_stamp"))
-    vllm_at = timeparse.roll_years(timeparse.yearless_to_utc(pl.col("md"), year, server_tz))
-    own_at = pl.coalesce(runtime_at, vllm_at)
+
+    iso_at = timeparse.iso_to_utc(pl.col("iso").str.replace(",", "."), server_tz)
+    bsd_at = _roll(_bsd_to_utc(pl.col("bsd"), year, server_tz))
+    iso2_at = timeparse.iso_to_utc(pl.col("iso2").str.replace(",", "."), server_tz)
+    bk_at = timeparse.iso_to_utc(pl.col("bk"), server_tz)
+    bkmd_at = _roll(timeparse.yearless_to_utc(pl.col("bkmd"), year, server_tz))
+    vllm_at = _roll(timeparse.yearless_to_utc(pl.col("md"), year, server_tz)) + pl.duration(
+        microseconds=(pl.col("mdfrac").cast(pl.Float64, strict=False).fill_null(0.0) * 1e6)
+        .round(0)
+        .cast(pl.Int64)
+    )
+    own_at = pl.coalesce(iso_at, bsd_at, iso2_at, bk_at, bkmd_at, vllm_at)
+
+    def _frac_precision(frac: str) -> pl.Expr:
+        return (
+            pl.when(pl.col(frac).is_not_null())
+            .then(pl.lit(RUNTIME_PRECISION_S))
+            .otherwise(pl.lit(WHOLE_SECOND_S))
+        )
+
     own_precision = (
-        pl.when(runtime_at.is_not_null())
-        .then(pl.lit(RUNTIME_PRECISION_S))
+        pl.when(iso_at.is_not_null())
+        .then(_frac_precision("isofrac"))
+        .when(bsd_at.is_not_null())
+        .then(_frac_precision("bsdfrac"))
+        .when(iso2_at.is_not_null())
+        .then(_frac_precision("iso2frac"))
+        .when(bk_at.is_not_null())
+        .then(_frac_precision("bkfrac"))
+        .when(bkmd_at.is_not_null())
+        .then(pl.lit(WHOLE_SECOND_S))
         .when(pl.col("md").is_not_null())
-        .then(pl.lit(VLLM_STAMP_PRECISION_S))
+        .then(
+            pl.when(pl.col("mdfrac").is_not_null())
+            .then(pl.lit(1e-3))
+            .otherwise(pl.lit(VLLM_STAMP_PRECISION_S))
+        )
     )
     frame = frame.with_columns(
         own_at.alias("own_at"),
@@ -80,9 +192,150 @@ def split_prefixes(
         pl.coalesce(pl.col("own_at"), prev_at, next_at).alias("at"),
         pl.when(pl.col("own_at").is_not_null())
         .then(pl.col("own_precision"))
-        .otherwise(gap + pl.col("own_precision").forward_fill())
+        .otherwise(gap + pl.col("own_precision").backward_fill())
         .alias("at_precision_s"),
-    ).drop("own_at", "own_precision", "runtime_stamp", "md", "pod")
+    ).select("line_no", "text", "body", "msg", "level", "instance", "at", "at_precision_s")
+
+
+def ordered_line_formats() -> list[LineFormat]:
+    """Line formats in claim order: by `order`, then by registration."""
+    return sorted(LINE_FORMATS.values(), key=lambda fmt: getattr(fmt, "order", 50))
+
+
+def _empty_ids() -> pl.Series:
+    return pl.Series("line_no", [], dtype=pl.Int64)
+
+
+def parse_lines(source: SourceFile, ctx: ParseContext, role: str = "server") -> ParseResult:
+    """Split a file line by line among the line formats; account for every line.
+
+    Line formats also see `file_role` ("server" or "proxy": in a proxy's log
+    an access line is the proxy's, not a model server's) and `file_tz` (the
+    zone of naive stamps inside a line, such as nginx's error.log or HAProxy's
+    accept date).
+    """
+    return _run(source, ctx, role)[0]
+
+
+def classify_lines(source: SourceFile, ctx: ParseContext, role: str = "server") -> pl.DataFrame:
+    """Each line's fate: `line_no`, `status` (parsed | noise | unparsed), `format` (or null)."""
+    return _run(source, ctx, role)[1]
+
+
+def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult, pl.DataFrame]:
+    lines = split_prefixes(source.lines, source.instance, ctx.year, ctx.server_tz).with_columns(
+        pl.lit(role).alias("file_role"), pl.lit(ctx.server_tz).alias("file_tz")
+    )
+    result = ParseResult(lines=lines.height)
+    if lines["at"].is_not_null().any():
+        result.span = (lines["at"].min(), lines["at"].max())
+    unclaimed = lines
+    fates = []
+    for fmt in ordered_line_formats():
+        if unclaimed.is_empty():
+            break
+        claim = fmt.extract(unclaimed, source)
+        # A line is counted once, even if a format names it twice or as record and noise.
+        records = claim.records.cast(pl.Int64).unique().rename("line_no")
+        noise = claim.noise.cast(pl.Int64).unique().rename("line_no")
+        noise = noise.filter(~noise.is_in(records.implode()))
+        claimed = pl.concat([records, noise])
+        if records.len():
+            result.formats.append(fmt.name)
+        result.parsed += records.len()
+        result.noise += noise.len()
+        for table, frame in claim.tables.items():
+            result.add(table, frame)
+        for series, status in ((records, "parsed"), (noise, "noise")):
+            fates.append(
+                pl.DataFrame({"line_no": series}).with_columns(
+                    pl.lit(status).alias("status"), pl.lit(fmt.name).alias("format")
+                )
+            )
+        unclaimed = unclaimed.filter(~pl.col("line_no").is_in(claimed.implode()))
+    result.unparsed_examples = [
+        (row["line_no"], row["text"][:300])
+        for row in unclaimed.head(UNPARSED_EXAMPLES).iter_rows(named=True)
+    ]
+    fates.append(
+        unclaimed.select(
+            "line_no",
+            pl.lit("unparsed").alias("status"),
+            pl.lit(None, dtype=pl.Utf8).alias("format"),
+        )
+    )
+    _robustness_notes(source, lines, result)
+    return result, pl.concat(fates).sort("line_no")
+
+
+def _robustness_notes(source: SourceFile, lines: pl.DataFrame, result: ParseResult) -> None:
+    if source.undecodable_bytes:
+        result.notes.append("file holds bytes that are not UTF-8; they were replaced")
+    raw = source.raw
+    if b"\x00" in raw[: 1 << 20]:
+        result.notes.append("file holds NUL bytes (binary data?); such lines count as unparsed")
+    if raw and not raw.endswith(b"\n"):
+        result.notes.append("last line has no newline (file truncated while written?)")
+    if lines.height:
+        longest = lines.select(pl.col("text").str.len_bytes().max()).item() or 0
+        if longest > 1_000_000:
+            result.notes.append(f"a line of {longest:,} bytes was read whole")
+    if b"\r\n" in raw[: 1 << 20]:
+        result.notes.append("CRLF line ends (Windows copy, or vLLM multi-line messages)")
+
+
+def _sniff_frame(head: list[str]) -> pl.DataFrame:
+    return split_prefixes(
+        pl.DataFrame(
+            {"line_no": range(1, len(head) + 1), "text": head},
+            schema={"line_no": pl.Int64, "text": pl.Utf8},
+        ),
+        "?",
+        2000,
+    )
+
+
+def _recognisers(head: list[str]) -> tuple[bool, set[str]]:
+    """Does vLLM's own stamp occur, and which decisive line formats recognise the head?"""
+    frame = _sniff_frame(head)
+    vllm = bool(frame["level"].is_not_null().any())
+    bodies = frame["msg"].to_list()
+    names = {
+        fmt.name
+        for fmt in ordered_line_formats()
+        if getattr(fmt, "decisive", False) and fmt.sniff(bodies)
+    }
+    return vllm, names
+
+
+@register_file_format
+class ProxyLog(FileFormat):
+    """A log whose first lines only a proxy or gateway line format recognises.
+
+    Parsed exactly like a server log (a proxy container's stdout may still
+    mix in anything), but its role is ``proxy``: the file names no model
+    server instance, and its span is no instance's coverage. Proxy line
+    formats write `proxy_requests` / `proxy_events` with `proxy` = the file's
+    (or kubectl pod's) name.
+    """
+
+    name = "proxy_log"
+    role = "proxy"
+
+    def sniff(self, head: list[str]) -> bool:
+        vllm, names = _recognisers(head)
+        proxies = {n for n in names if getattr(LINE_FORMATS[n], "proxy", False)}
+        # A gateway's container also prints uvicorn access lines and tracebacks.
+        return not vllm and bool(proxies) and names <= proxies | SHARED_FORMATS
+
+    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
+        result = parse_lines(source, ctx, role="proxy")
+        if any(result.table(t).height for t in ("server_requests", "engine_stats")):
+            result.notes.append(
+                "read as a proxy log (its first lines are a proxy's), yet it also holds "
+                "model-server lines; name the instance with --instance to count them"
+            )
+        return result
 
 
 @register_file_format
@@ -93,41 +346,12 @@ class ServerLog(FileFormat):
     role = "server"
 
     def sniff(self, head: list[str]) -> bool:
-        frame = split_prefixes(
-            pl.DataFrame({"line_no": range(1, len(head) + 1), "text": head}),
-            "?",
-            2000,
-        )
-        if frame["level"].is_not_null().any():  # vLLM's own stamped lines
-            return True
-        bodies = frame["msg"].to_list()
-        return any(fmt.sniff(bodies) for fmt in LINE_FORMATS.values() if fmt.decisive)
+        vllm, names = _recognisers(head)
+        return vllm or bool(names)
 
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
-        lines = split_prefixes(source.lines, source.instance, ctx.year, ctx.server_tz)
-        result = ParseResult(lines=lines.height)
-        if lines["at"].is_not_null().any():
-            result.span = (lines["at"].min(), lines["at"].max())
-        unclaimed = lines
-        for fmt in LINE_FORMATS.values():
-            if unclaimed.is_empty():
-                break
-            claim = fmt.extract(unclaimed, source)
-            claimed = pl.concat([claim.records, claim.noise])
-            if claim.records.len():
-                result.formats.append(fmt.name)
-            result.parsed += claim.records.len()
-            result.noise += claim.noise.len()
-            for table, frame in claim.tables.items():
-                result.add(table, frame)
-            unclaimed = unclaimed.filter(~pl.col("line_no").is_in(claimed.implode()))
-        result.unparsed_examples = [
-            (row["line_no"], row["text"][:300])
-            for row in unclaimed.head(UNPARSED_EXAMPLES).iter_rows(named=True)
-        ]
-        if source.undecodable_bytes:
-            result.notes.append("file holds bytes that are not UTF-8; they were replaced")
-        return result
+        return parse_lines(source, ctx)
 
 
-from logforensics.ingest import lineformats  # noqa: E402,F401  (registers line formats)
+# Registers the line formats (their modules register in this order).
+from logforensics.ingest import enginelogs, lineformats, proxylogs  # noqa: E402,F401

@@ -1,0 +1,500 @@
+"""Proxy, load-balancer and gateway logs → proxy_requests / proxy_events.
+
+Where each excerpt's exact text comes from (values invented, layout exact):
+
+* nginx ``combined``: nginx/nginx ``src/http/modules/ngx_http_log_module.c``
+  (``ngx_http_combined_fmt``); the upstream variables' list syntax (``, ``
+  between attempts, `` : `` between internal redirects, the upstream group's
+  name when no server was live, ``-`` when none was used): nginx's
+  ``ngx_http_upstream.c`` / ngx_http_upstream_module docs (docs/formats.md §4).
+* ingress-nginx default ``log-format-upstream``: kubernetes/ingress-nginx
+  ``docs/user-guide/nginx-configuration/configmap.md``.
+* nginx error.log: prefix from nginx/nginx ``src/core/ngx_log.c``
+  (``ngx_log_error_core``) and ``ngx_http_log_error_handler``; messages from
+  ``src/http/ngx_http_upstream.c`` (``upstream timed out``, ``no live
+  upstreams``, ``upstream prematurely closed connection``,
+  ``connect() failed``) and ``src/event/ngx_event_connect.c``
+  (``connect() to %V failed``).
+* Envoy: envoyproxy/envoy ``source/common/formatter/substitution_formatter.cc``
+  (DEFAULT_FORMAT), ``source/common/access_log/access_log_formatter.cc``
+  (START_TIME ``%Y-%m-%dT%H:%M:%E3SZ``), ``source/common/stream_info/utility.h``
+  (response flags).
+* HAProxy: haproxy/haproxy ``doc/configuration.txt`` §8.2.3 (the documented
+  example line, ``haproxy[14389]: 10.0.1.2:33317 [06/Feb/2009:12:14:14.655]
+  http-in static/srv1 10/0/30/69/109 200 2750 - - ---- 1/1/1/1/0 0/0
+  {1wt.eu} {} "GET /index.html HTTP/1.1"``) and §8.5 (termination states).
+* Traefik: traefik/traefik ``pkg/middlewares/accesslog/logger_formatters.go``
+  (CLF) and ``logdata.go`` (JSON keys).
+* LiteLLM: BerriAI/litellm ``litellm/_logging.py`` (formatter, ``%H:%M:%S``)
+  and ``litellm/router.py`` (``litellm.acompletion(model=…)\\033[32m 200
+  OK\\033[0m`` / ``\\033[31m Exception …\\033[0m``).
+* vLLM production-stack: vllm-project/production-stack ``src/vllm_router/log.py``
+  (``[%(asctime)s] %(levelname)s: %(message)s (%(filename)s:%(lineno)d:%(name)s)``
+  with colours) and ``src/vllm_router/services/request_service/request.py``.
+"""
+
+import datetime as dt
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from logforensics import model
+from logforensics.ingest import FILE_FORMATS, ParseContext, SourceFile, detect
+from logforensics.inputs import load
+
+UTC = dt.timezone.utc
+CTX = ParseContext(year=2026)
+DATA = Path(__file__).parent / "data" / "serverlogs"
+ESC = "\x1b"
+
+
+def parse(tmp_path: Path, text: str, name: str = "lb.log", ctx: ParseContext = CTX):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    source = SourceFile(path, name, path.stem)
+    fmt = detect(source)
+    assert fmt is not None, "not sniffed"
+    return fmt, fmt.parse(source, ctx)
+
+
+def by_line(frame: pl.DataFrame) -> pl.DataFrame:
+    """Rows in file order (each line format adds its rows in turn)."""
+    return frame.sort(pl.col("source").str.extract(r":(\d+)$", 1).cast(pl.Int64))
+
+
+def t(*args) -> dt.datetime:
+    return dt.datetime(*args, tzinfo=UTC)
+
+
+# ------------------------------------------------------------------- nginx
+
+
+def test_nginx_access_with_upstream_variables():
+    fmt, result = None, None
+    source = SourceFile(DATA / "nginx-access.log", "nginx-access.log", "nginx-access")
+    fmt = detect(source)
+    assert fmt is FILE_FORMATS["proxy_log"]
+    result = fmt.parse(source, CTX)
+    assert (result.lines, result.parsed, result.noise, result.unparsed) == (6, 6, 0, 0)
+    rows = result.table("proxy_requests")
+    assert rows["proxy"].to_list() == ["nginx-access"] * 6
+    # $time_local is the END of the request
+    assert rows["at"][0] == t(2026, 2, 24, 6, 16, 3)
+    assert rows["http_status"].to_list() == [200, 504, 200, 502, 404, 499]
+    assert rows["upstream"].to_list() == [
+        "10.0.0.21:8000",
+        "10.0.0.22:8000",
+        "10.0.0.22:8000, 10.0.0.21:8000",
+        "vllm_backend",
+        None,
+        "10.0.0.21:8000",
+    ]
+    assert rows["upstream_status"].to_list() == [200, 504, 200, 502, None, None]
+    assert rows["status_origin"].to_list() == [
+        "upstream",  # the backend's own 200
+        "proxy",  # nginx's 504 after the upstream timed out
+        "upstream",  # retry: the second backend answered
+        "proxy",  # no live upstreams: nginx's 502
+        "proxy",  # nginx answered without an upstream
+        "proxy",  # 499: the client went away, nginx logged its own code
+    ]
+    assert rows["delivery"].to_list() == [
+        "reached",
+        "unknown",  # a timeout may be in connect or in reading: cannot tell
+        "reached",
+        "refused",
+        "refused",
+        "unknown",
+    ]
+    assert rows["request_time_s"].to_list() == [1.532, 60.002, 1.24, 0.0, 0.0, 30.001]
+    assert rows["upstream_time_s"].to_list() == [1.531, 60.001, 1.238, 0.0, None, 30.0]
+    assert rows["method"][0] == "POST" and rows["path"][4] == "/favicon.ico"
+    assert rows["client"][0] == "10.0.3.7"
+    events = result.table("proxy_events")
+    assert events["kind"].to_list() == ["timeout", "no_live_upstream"]
+    assert events["instance"].to_list() == [None, None]
+    assert events["upstream"].to_list() == ["10.0.0.22:8000", "vllm_backend"]
+    assert events["source"].to_list() == ["nginx-access.log:2", "nginx-access.log:4"]
+    assert result.table("server_requests").is_empty()
+
+
+def test_ingress_nginx_default_format_and_key_value_pairs(tmp_path):
+    text = (
+        '10.244.0.1 - - [25/Feb/2026:10:30:15 +0000] "POST /v1/completions HTTP/1.1" 200 1234 '
+        '"-" "Mozilla/5.0" 456 0.032 [default-vllm-svc-8000] [] 10.244.1.7:8000 1234 0.031 200 '
+        "abc123def456\n"
+        '10.244.0.1 - - [25/Feb/2026:10:30:16 +0000] "POST /v1/completions HTTP/1.1" 502 150 '
+        '"-" "Mozilla/5.0" 456 0.002 [default-vllm-svc-8000] [] 10.244.1.7:8000, 10.244.1.8:8000 '
+        "0, 0 0.000, 0.001 502, 502 def456abc123\n"
+        '10.0.3.7 - - [24/Feb/2026:06:16:09 +0000] "POST /v1/chat/completions HTTP/1.1" 500 33 '
+        '"-" "ua" rt=0.020 ua="10.0.0.21:8000" us="500" urt="0.019" uct="0.001" rid=ab12\n'
+        '10.0.3.7 - - [24/Feb/2026:06:16:10 +0000] "POST /v1/chat/completions HTTP/1.1" 502 33 '
+        '"-" "ua" rt=0.003 ua="10.0.0.21:8000" us="502" urt="0.002" uct="-" rid=ab13\n'
+    )
+    _, result = parse(tmp_path, text, "ingress.log")
+    rows = result.table("proxy_requests")
+    assert rows["request_id"].to_list() == ["abc123def456", "def456abc123", "ab12", "ab13"]
+    assert rows["upstream"].to_list() == [
+        "10.244.1.7:8000",
+        "10.244.1.7:8000, 10.244.1.8:8000",
+        "10.0.0.21:8000",
+        "10.0.0.21:8000",
+    ]
+    assert rows["upstream_status"].to_list() == [200, 502, 500, 502]
+    assert rows["status_origin"].to_list() == ["upstream", "proxy", "upstream", "proxy"]
+    # a logged connect time proves the connection; "-" for every attempt proves none was made
+    assert rows["delivery"].to_list() == ["reached", "unknown", "reached", "refused"]
+    assert rows["request_time_s"].to_list() == [0.032, 0.002, 0.02, 0.003]
+    assert rows["upstream_time_s"].to_list() == [0.031, 0.001, 0.019, 0.002]
+    assert result.table("proxy_events")["kind"].to_list() == [
+        "bad_gateway",
+        "upstream_5xx",
+        "bad_gateway",
+    ]
+
+
+def test_nginx_internal_redirect_separator(tmp_path):
+    text = (
+        '10.0.3.7 - - [24/Feb/2026:06:16:03 +0000] "POST /v1/chat/completions HTTP/1.1" 200 10 '
+        '"-" "ua" 10.0.0.1:8000, 10.0.0.2:8000 : 10.0.1.1:8000 502, 504 : 200 1.500 0.001, 0.500 : 0.900\n'
+    )
+    _, result = parse(tmp_path, text)
+    row = result.table("proxy_requests").row(0, named=True)
+    assert row["upstream"] == "10.0.0.1:8000, 10.0.0.2:8000 : 10.0.1.1:8000"
+    assert row["upstream_status"] == 200
+    assert row["status_origin"] == "upstream" and row["delivery"] == "reached"
+    assert row["upstream_time_s"] == pytest.approx(1.401)
+
+
+def test_plain_combined_cannot_tell_origin_or_delivery(tmp_path):
+    text = (
+        '10.0.3.7 - - [24/Feb/2026:15:16:03 +0900] "POST /v1/chat/completions HTTP/1.1" 502 157 '
+        '"-" "python-requests/2.32.3"\n'
+    )
+    _, result = parse(tmp_path, text)
+    row = result.table("proxy_requests").row(0, named=True)
+    assert row["at"] == t(2026, 2, 24, 6, 16, 3)  # +0900 honoured
+    assert (row["status_origin"], row["delivery"], row["upstream"]) == ("unknown", "unknown", None)
+    assert result.table("proxy_events")["kind"].to_list() == ["bad_gateway"]
+
+
+def test_nginx_error_log_upstream_failures():
+    source = SourceFile(DATA / "nginx-error.log", "nginx-error.log", "nginx-error")
+    fmt = detect(source)
+    assert fmt is FILE_FORMATS["proxy_log"]
+    result = fmt.parse(source, ParseContext(year=2026, server_tz="Asia/Seoul"))
+    assert (result.parsed, result.noise, result.unparsed) == (3, 1, 0)
+    events = result.table("proxy_events")
+    assert events["kind"].to_list() == ["timeout", "conn_refused", "no_live_upstream"]
+    assert events["upstream"].to_list() == ["10.0.0.22:8000", "10.0.0.22:8000", "vllm_backend"]
+    # error.log stamps are local time without a zone: read in the server zone
+    assert events["at"][0] == t(2026, 2, 23, 21, 17, 4)
+    assert events["detail"][0] == (
+        "upstream timed out (110: Connection timed out) while reading response header from "
+        "upstream; client 10.0.3.7, request POST /v1/chat/completions HTTP/1.1"
+    )
+    assert events["http_status"].to_list() == [None] * 3
+    assert events["instance"].to_list() == [None] * 3
+
+
+def test_nginx_error_log_other_failures(tmp_path):
+    text = (
+        "2026/02/24 06:16:06 [error] 29#29: *4515 upstream prematurely closed connection while "
+        'reading response header from upstream, client: 10.0.3.7, server: , request: "POST '
+        '/v1/chat/completions HTTP/1.1", upstream: "http://10.0.0.21:8000/v1/chat/completions", '
+        'host: "llm.internal"\n'
+        "2026/02/24 06:16:08 [crit] 29#0: *4516 connect() to 10.0.0.22:8000 failed (113: No route "
+        'to host) while connecting to upstream, client: 10.0.3.7, server: _, request: "POST '
+        '/v1/completions HTTP/1.1", upstream: "http://10.0.0.22:8000/v1/completions"\n'
+        "2026/02/24 06:16:09 [error] 29#29: *4517 recv() failed (104: Connection reset by peer) "
+        "while reading response header from upstream, client: 10.0.3.7, server: _, request: "
+        '"POST /v1/completions HTTP/1.1", upstream: "http://10.0.0.22:8000/v1/completions"\n'
+        "2026/02/24 06:16:10 [info] 29#29: *4518 client prematurely closed connection while "
+        "reading upstream, client: 10.0.3.7\n"
+    )
+    _, result = parse(tmp_path, text, "error.log")
+    events = result.table("proxy_events")
+    assert events["kind"].to_list() == ["upstream_closed", "conn_failed", "conn_reset"]
+    assert events["upstream"].to_list() == ["10.0.0.21:8000", "10.0.0.22:8000", "10.0.0.22:8000"]
+    assert (result.parsed, result.noise, result.unparsed) == (3, 1, 0)
+
+
+# ------------------------------------------------------------------- Envoy
+
+
+def test_envoy_default_access_log_and_flags():
+    source = SourceFile(DATA / "envoy.log", "envoy.log", "envoy")
+    result = detect(source).parse(source, CTX)
+    rows = result.table("proxy_requests")
+    assert rows["at"].to_list() == [
+        t(2026, 2, 24, 6, 16, 5, 14000),  # START_TIME + 1532 ms
+        t(2026, 2, 24, 6, 16, 4, 2000),
+    ]
+    assert rows["http_status"].to_list() == [200, 503]
+    assert rows["upstream_status"].to_list() == [200, None]
+    assert rows["status_origin"].to_list() == ["upstream", "proxy"]
+    assert rows["delivery"].to_list() == ["reached", "refused"]
+    assert rows["request_time_s"].to_list() == [1.532, 0.002]
+    assert rows["upstream_time_s"].to_list() == [1.53, None]
+    assert rows["request_id"][0] == "8d2c4f1a-0b6e-4c1e-9d33-1f7f5a0c2b11"
+    assert rows["client"].to_list() == ["10.0.3.7", "10.0.3.7"]
+    events = result.table("proxy_events")
+    assert events["kind"].to_list() == ["conn_failed"]
+    assert events["detail"][0] == (
+        "envoy 503 POST /v1/chat/completions flags UF,URX upstream 10.0.0.22:8000"
+    )
+
+
+@pytest.mark.parametrize(
+    ("code", "flags", "host", "kind", "origin", "delivery"),
+    [
+        ("503", "UH", "-", "no_live_upstream", "proxy", "refused"),
+        ("504", "UT", "10.0.0.21:8000", "timeout", "proxy", "reached"),
+        ("503", "UO", "-", "overflow", "proxy", "refused"),
+        ("404", "NR", "-", "no_route", "proxy", "refused"),
+        ("503", "UC", "10.0.0.21:8000", "upstream_closed", "proxy", "reached"),
+        ("0", "DC", "10.0.0.21:8000", None, "unknown", "unknown"),
+        ("500", "-", "10.0.0.21:8000", "upstream_5xx", "upstream", "reached"),
+    ],
+)
+def test_envoy_response_flags(tmp_path, code, flags, host, kind, origin, delivery):
+    line = (
+        f'[2026-02-24T06:16:03.000Z] "POST /v1/chat/completions HTTP/1.1" {code} {flags} 1234 0 '
+        f'7 - "-" "python-requests/2.32.3" "rid-1" "llm.internal" "{host}"\n'
+    )
+    _, result = parse(tmp_path, line, "envoy.log")
+    row = result.table("proxy_requests").row(0, named=True)
+    assert (row["status_origin"], row["delivery"]) == (origin, delivery)
+    assert row["http_status"] == (None if code == "0" else int(code))
+    kinds = result.table("proxy_events")["kind"].to_list()
+    assert kinds == ([kind] if kind else [])
+
+
+def test_istio_longer_default_format(tmp_path):
+    line = (
+        '[2026-02-24T06:16:03.000Z] "POST /v1/chat/completions HTTP/1.1" 503 UF '
+        'upstream_reset_before_response_started{connection_failure} - "delayed connect error: 111" '
+        '0 91 2 - "-" "python-requests/2.32.3" "rid-9" "llm.internal" "10.0.0.21:8000" '
+        "outbound|8000||vllm.default.svc.cluster.local - 10.96.0.10:8000 10.0.3.7:51234 - default\n"
+    )
+    _, result = parse(tmp_path, line, "istio-proxy.log")
+    row = result.table("proxy_requests").row(0, named=True)
+    assert (row["http_status"], row["delivery"], row["request_id"]) == (503, "refused", "rid-9")
+
+
+# ----------------------------------------------------------------- HAProxy
+
+
+def test_haproxy_documented_example_line(tmp_path):
+    line = (
+        "haproxy[14389]: 10.0.1.2:33317 [06/Feb/2009:12:14:14.655] http-in static/srv1 "
+        '10/0/30/69/109 200 2750 - - ---- 1/1/1/1/0 0/0 {1wt.eu} {} "GET /index.html HTTP/1.1"\n'
+    )
+    fmt, result = parse(tmp_path, line, "haproxy.log")
+    assert fmt is FILE_FORMATS["proxy_log"]
+    row = result.table("proxy_requests").row(0, named=True)
+    assert row["at"] == t(2009, 2, 6, 12, 14, 14, 764000)  # accept date + Ta 109 ms
+    assert (row["client"], row["method"], row["path"]) == ("10.0.1.2", "GET", "/index.html")
+    assert (row["http_status"], row["upstream"], row["upstream_status"]) == (
+        200,
+        "static/srv1",
+        200,
+    )
+    assert (row["status_origin"], row["delivery"]) == ("upstream", "reached")
+    assert (row["request_time_s"], row["upstream_time_s"]) == (0.109, 0.069)
+    assert result.table("proxy_events").is_empty()
+
+
+def test_haproxy_termination_states_through_syslog():
+    source = SourceFile(DATA / "haproxy.log", "haproxy.log", "lb-1")
+    result = detect(source).parse(source, CTX)
+    rows = result.table("proxy_requests")
+    assert rows["status_origin"].to_list() == ["upstream", "proxy"]
+    assert rows["delivery"].to_list() == ["reached", "reached"]
+    assert rows["upstream_time_s"].to_list() == [1.53, None]
+    assert rows["at"][1] == t(2026, 2, 24, 6, 17, 4, 1000)
+    assert result.table("proxy_events")["kind"].to_list() == ["timeout"]
+
+
+@pytest.mark.parametrize(
+    ("server", "timers", "status", "state", "kind", "origin", "delivery"),
+    [
+        ("be/<NOSRV>", "0/-1/-1/-1/0", "503", "SC--", "no_live_upstream", "proxy", "refused"),
+        ("be/vllm1", "0/0/-1/-1/3", "503", "SC--", "conn_refused", "proxy", "refused"),
+        ("be/vllm1", "0/0/1/-1/40", "502", "SH--", "upstream_closed", "proxy", "reached"),
+        ("be/vllm1", "0/0/-1/-1/5000", "503", "sC--", "timeout", "proxy", "refused"),
+        ("be/vllm1", "0/30000/-1/-1/30000", "503", "sQ--", "queue_timeout", "proxy", "refused"),
+        ("be/vllm1", "0/0/1/20/900", "200", "CD--", None, "upstream", "reached"),
+        ("be/vllm1", "0/0/1/20/21", "500", "----", "upstream_5xx", "upstream", "reached"),
+    ],
+)
+def test_haproxy_states(tmp_path, server, timers, status, state, kind, origin, delivery):
+    line = (
+        f"10.0.3.7:40000 [24/Feb/2026:06:16:03.100] fe {server} {timers} {status} 217 - - "
+        f'{state} 1/1/0/0/0 0/0 "POST /v1/chat/completions HTTP/1.1"\n'
+    )
+    _, result = parse(tmp_path, line, "haproxy.log")
+    row = result.table("proxy_requests").row(0, named=True)
+    assert (row["status_origin"], row["delivery"]) == (origin, delivery)
+    assert result.table("proxy_events")["kind"].to_list() == ([kind] if kind else [])
+
+
+# ----------------------------------------------------------------- Traefik
+
+
+def test_traefik_clf(tmp_path):
+    text = (
+        '10.0.3.7 - - [24/Feb/2026:06:16:03 +0000] "POST /v1/chat/completions HTTP/1.1" 502 11 '
+        '"-" "curl/8.5.0" 4711 "vllm@kubernetescrd" "http://10.0.0.21:8000" 1ms\n'
+        '10.0.3.7 - - [24/Feb/2026:06:16:04 +0000] "POST /v1/chat/completions HTTP/1.1" 200 5000 '
+        '"-" "curl/8.5.0" 4712 "vllm@kubernetescrd" "http://10.0.0.21:8000" 1532ms\n'
+        '10.0.3.7 - - [24/Feb/2026:06:16:05 +0000] "GET /x HTTP/1.1" 404 19 "-" "curl/8.5.0" '
+        '4713 "-" "-" 0ms\n'
+    )
+    _, result = parse(tmp_path, text, "traefik.log")
+    rows = result.table("proxy_requests")
+    assert rows["at"].to_list() == [
+        t(2026, 2, 24, 6, 16, 3, 1000),  # the stamp is the START; + duration
+        t(2026, 2, 24, 6, 16, 5, 532000),
+        t(2026, 2, 24, 6, 16, 5),
+    ]
+    assert rows["upstream"].to_list() == ["http://10.0.0.21:8000", "http://10.0.0.21:8000", None]
+    assert rows["status_origin"].to_list() == ["unknown", "upstream", "proxy"]
+    assert rows["delivery"].to_list() == ["unknown", "reached", "refused"]
+    assert result.table("proxy_events")["kind"].to_list() == ["bad_gateway"]
+    assert result.table("proxy_requests")["request_time_s"].to_list() == [0.001, 1.532, 0.0]
+
+
+def test_traefik_json(tmp_path):
+    text = (
+        '{"ClientAddr":"10.0.3.7:51234","ClientHost":"10.0.3.7","DownstreamStatus":502,'
+        '"Duration":1234567,"OriginStatus":0,"RequestMethod":"POST",'
+        '"RequestPath":"/v1/chat/completions","RouterName":"vllm@file",'
+        '"ServiceURL":"http://10.0.0.21:8000","StartUTC":"2026-02-24T06:16:03.123456789Z",'
+        '"level":"info","msg":"","time":"2026-02-24T06:16:03Z"}\n'
+        '{"ClientHost":"10.0.3.7","DownstreamStatus":200,"Duration":1500000000,'
+        '"OriginDuration":1499000000,"OriginStatus":200,"RequestMethod":"POST",'
+        '"RequestPath":"/v1/chat/completions","ServiceURL":"http://10.0.0.22:8000",'
+        '"StartUTC":"2026-02-24T06:16:04Z","request_X-Request-Id":"rid-7","level":"info"}\n'
+    )
+    _, result = parse(tmp_path, text, "traefik.json")
+    rows = result.table("proxy_requests")
+    assert rows["at"].to_list() == [
+        t(2026, 2, 24, 6, 16, 3, 124691),
+        t(2026, 2, 24, 6, 16, 5, 500000),
+    ]
+    assert rows["upstream_status"].to_list() == [None, 200]
+    assert rows["status_origin"].to_list() == ["proxy", "upstream"]
+    assert rows["delivery"].to_list() == ["unknown", "reached"]
+    assert rows["upstream_time_s"].to_list() == [None, 1.499]
+    assert rows["request_id"].to_list() == [None, "rid-7"]
+    assert result.table("proxy_events")["kind"].to_list() == ["bad_gateway"]
+
+
+# ---------------------------------------------------------------- gateways
+
+
+def test_litellm_router_calls(tmp_path):
+    text = (
+        f"2026-02-24T06:16:10.000000000Z {ESC}[92m06:16:10 - LiteLLM Router:INFO{ESC}[0m: "
+        "router.py:2890 - litellm.acompletion(model=hosted_vllm/meta-llama/Llama-3.1-8B-Instruct)"
+        f"{ESC}[32m 200 OK{ESC}[0m\n"
+        f"2026-02-24T06:16:11.000000000Z {ESC}[92m06:16:11 - LiteLLM Router:INFO{ESC}[0m: "
+        "router.py:2901 - litellm.acompletion(model=hosted_vllm/meta-llama/Llama-3.1-8B-Instruct)"
+        f"{ESC}[31m Exception litellm.Timeout: APITimeoutError - Request timed out.{ESC}[0m\n"
+        f"2026-02-24T06:16:12.000000000Z {ESC}[92m06:16:12 - LiteLLM Router:INFO{ESC}[0m: "
+        "router.py:2901 - litellm.acompletion(model=hosted_vllm/m)"
+        f"{ESC}[31m Exception litellm.InternalServerError: InternalServerError: Hosted_vllmException"
+        f" - Internal Server Error{ESC}[0m\n"
+        f"2026-02-24T06:16:13.000000000Z {ESC}[92m06:16:13 - LiteLLM Proxy:DEBUG{ESC}[0m: "
+        "proxy_server.py:123 - Request received\n"
+        '2026-02-24T06:16:14.000000000Z INFO:     10.0.3.7:50000 - "POST /chat/completions HTTP/1.1" 200 OK\n'
+    )
+    fmt, result = parse(tmp_path, text, "litellm.log")
+    assert fmt is FILE_FORMATS["proxy_log"]  # a gateway's uvicorn lines do not make it an instance
+    assert (result.parsed, result.noise, result.unparsed) == (4, 1, 0)
+    rows = by_line(result.table("proxy_requests"))
+    assert rows["upstream"].to_list()[:3] == [
+        "hosted_vllm/meta-llama/Llama-3.1-8B-Instruct",
+        "hosted_vllm/meta-llama/Llama-3.1-8B-Instruct",
+        "hosted_vllm/m",
+    ]
+    assert rows["status_origin"].to_list() == ["upstream", "unknown", "upstream", "unknown"]
+    assert rows["delivery"].to_list() == ["reached", "unknown", "reached", "unknown"]
+    assert rows["http_status"].to_list() == [None, None, None, 200]  # the last: uvicorn's line
+    assert result.table("proxy_events")["kind"].to_list() == ["timeout", "upstream_5xx"]
+    assert result.table("server_requests").is_empty()
+
+
+def test_production_stack_router(tmp_path):
+    text = (
+        f"{ESC}[32;20m[2026-02-24 06:16:13,123] INFO:{ESC}[0m Routing request 8d2c9a1b with "
+        "session id None to http://10.0.0.21:8000 at 1771913773.123456, process time = 0.0012 "
+        f"{ESC}[3m(request.py:350:vllm_router.services.request_service.request){ESC}[0m\n"
+        f"{ESC}[32;20m[2026-02-24 06:16:14,001] INFO:{ESC}[0m Routing request 8d2c9a1c to "
+        "http://10.0.0.22:8000 at 1771913774.0, process time = 0.0009 "
+        f"{ESC}[3m(request.py:350:vllm_router.services.request_service.request){ESC}[0m\n"
+        f"{ESC}[31;20m[2026-02-24 06:16:15,000] ERROR:{ESC}[0m HTTP error in decoder: 503, "
+        "message='Service Unavailable' "
+        f"{ESC}[3m(request.py:420:vllm_router.services.request_service.request){ESC}[0m\n"
+        f"{ESC}[32;20m[2026-02-24 06:16:16,000] INFO:{ESC}[0m Scraping metrics from 2 serving "
+        f"engine(s) {ESC}[3m(engine_stats.py:1:vllm_router.stats.engine_stats){ESC}[0m\n"
+    )
+    fmt, result = parse(tmp_path, text, "router.log")
+    assert fmt is FILE_FORMATS["proxy_log"]
+    rows = result.table("proxy_requests")
+    assert rows["request_id"].to_list() == ["8d2c9a1b", "8d2c9a1c"]
+    assert rows["upstream"].to_list() == ["http://10.0.0.21:8000", "http://10.0.0.22:8000"]
+    assert rows["at"].to_list() == [t(2026, 2, 24, 6, 16, 13, 123456), t(2026, 2, 24, 6, 16, 14)]
+    assert rows["delivery"].to_list() == ["unknown", "unknown"]
+    events = result.table("proxy_events")
+    assert events["kind"].to_list() == ["upstream_error"]
+    assert events["at"][0] == t(2026, 2, 24, 6, 16, 15)
+    assert (result.parsed, result.noise, result.unparsed) == (3, 1, 0)
+
+
+# ------------------------------------------------------------ no instances
+
+
+def test_a_proxy_only_log_creates_no_instance(tmp_path):
+    for name in ("nginx-access.log", "nginx-error.log", "envoy.log", "haproxy.log"):
+        (tmp_path / name).write_bytes((DATA / name).read_bytes())
+    inputs = load([tmp_path], CTX)
+    assert {f.role for f in inputs.files} == {"proxy"}
+    assert {f.instance for f in inputs.files} == {None}
+    assert inputs.coverage == {}
+    for table in ("server_requests", "engine_stats", "engine_events"):
+        assert inputs.tables[table].is_empty(), table
+    assert inputs.tables["proxy_requests"]["proxy"].unique().sort().to_list() == [
+        "envoy",
+        "haproxy",
+        "nginx-access",
+    ]
+
+
+def test_container_stdout_mixing_vllm_and_a_sidecar_proxy_splits_line_by_line(tmp_path):
+    text = (
+        "2026-02-24T06:16:00.000000000Z (APIServer pid=1) INFO 02-24 06:16:00 [loggers.py:123] "
+        "Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 10.0 tokens/s, "
+        "Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%\n"
+        '2026-02-24T06:16:01.000000000Z 127.0.0.1 - - [24/Feb/2026:06:16:01 +0000] "POST '
+        '/v1/chat/completions HTTP/1.1" 504 167 "-" "python-requests/2.32.3" 127.0.0.1:8000 504 '
+        "60.001 60.000\n"
+        '2026-02-24T06:16:02.000000000Z INFO:     127.0.0.1:5000 - "POST /v1/chat/completions '
+        'HTTP/1.1" 200 OK\n'
+    )
+    fmt, result = parse(tmp_path, text, "pod-0.log")
+    assert fmt is FILE_FORMATS["server_log"]
+    assert result.table("engine_stats").height == 1
+    assert result.table("server_requests")["instance"].to_list() == ["pod-0"]
+    assert result.table("proxy_requests")["proxy"].to_list() == ["pod-0"]
+    assert result.table("proxy_events")["kind"].to_list() == ["timeout"]
+    assert (result.parsed, result.unparsed) == (3, 0)
+
+
+def test_proxy_frames_have_the_canonical_schema():
+    source = SourceFile(DATA / "nginx-access.log", "nginx-access.log", "nginx-access")
+    result = detect(source).parse(source, CTX)
+    for name, frame in result.tables.items():
+        assert frame.schema == pl.Schema(model.SCHEMAS[name]), name
