@@ -29,6 +29,7 @@ class Options:
     client_tz: str = "UTC"
     offset_s: float | None = None
     client_anchor: dt.datetime | None = None  # wall time of relative client clocks' zero
+    scraped_at: dt.datetime | None = None  # when a single /metrics snapshot was taken
     instance_names: dict[Path, str] = field(default_factory=dict)
     thresholds: Thresholds = field(default_factory=Thresholds)
 
@@ -245,6 +246,7 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         server_tz=options.server_tz,
         client_tz=options.client_tz,
         client_anchor=options.client_anchor,
+        scraped_at=options.scraped_at,
     )
     inputs: Inputs = load(paths, ctx, options.instance_names)
     tables = inputs.tables

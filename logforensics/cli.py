@@ -99,6 +99,12 @@ def cli() -> None:
     help="Wall time (ISO 8601) of the first request, for client files timed on a counter.",
 )
 @click.option(
+    "--scraped-at",
+    "scraped_at",
+    callback=lambda ctx, param, value: _utc(value, "--scraped-at"),
+    help="When a single saved /metrics snapshot was taken (ISO 8601), if the file does not say.",
+)
+@click.option(
     "--offset", "offset_s", type=float, help="Force the client→server clock offset, in seconds."
 )
 @click.option(
@@ -145,6 +151,7 @@ def analyze_command(
     server_tz,
     client_tz,
     started_at,
+    scraped_at,
     offset_s,
     kv_full_pct,
     idle_kv_pct,
@@ -164,6 +171,7 @@ def analyze_command(
         client_tz=client_tz,
         offset_s=offset_s,
         client_anchor=started_at,
+        scraped_at=scraped_at,
         instance_names=_parse_instance(instances),
         thresholds=Thresholds(
             kv_full_pct=kv_full_pct, idle_kv_pct=idle_kv_pct, unreached_share=unreached_share
@@ -205,6 +213,35 @@ def analyze_command(
     for condition in held:
         click.echo(f"logforensics: fail-on: {condition}", err=True)
     sys.exit(EXIT_GATE if held else EXIT_OK)
+
+
+@cli.command("detect")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per file, as a list.")
+@click.option(
+    "--instance",
+    "instances",
+    multiple=True,
+    metavar="NAME=PATH",
+    help="Name the instance a log belongs to.",
+)
+@click.option("--year", type=int, help="Year for yearless stamps (default: this year).")
+def detect_command(paths, as_json, instances, year) -> None:
+    """Say what each file is: format(s), lines parsed/unparsed, time span, instance."""
+    import json
+
+    from logforensics.detect import detect_paths, render_detect_table
+    from logforensics.ingest import ParseContext
+
+    ctx = ParseContext(year=year or dt.date.today().year)
+    rows = detect_paths(list(paths), ctx, _parse_instance(instances))
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False, default=str))
+    else:
+        click.echo(render_detect_table(rows))
+    recognised = [r for r in rows if r["format"]]
+    named_bad = [r for r in rows if not r["format"] and Path(r["path"]) in set(paths)]
+    sys.exit(EXIT_BAD_INPUT if not recognised or named_bad else EXIT_OK)
 
 
 def _register_commands() -> None:

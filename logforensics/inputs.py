@@ -62,7 +62,7 @@ def expand(paths: list[Path]) -> tuple[list[tuple[Path, bool]], list[str]]:
 
 def instance_name(path: Path) -> str:
     name = path.name
-    for suffix in (".gz", ".log", ".txt", ".out"):
+    for suffix in (".gz", ".log", ".txt", ".out", ".prom", ".metrics"):
         name = name.removesuffix(suffix)
     return name
 
@@ -77,6 +77,7 @@ def load(
     files, errors = expand(paths)
     collected: dict[str, list[pl.DataFrame]] = {name: [] for name in model.SCHEMAS}
     accounts: list[InputFile] = []
+    instance_spans: list[tuple[str, tuple]] = []
     for path, named in files:
         display = str(path)
         source = SourceFile(path, display, instance_names.get(path.resolve(), instance_name(path)))
@@ -94,6 +95,9 @@ def load(
             errors.append(str(exc))
             continue
         records = {name: frame.height for name, frame in result.tables.items() if frame.height}
+        if fmt.role == "server":
+            instance_spans += list(result.instance_spans.items())
+        served = sorted(set(result.instance_spans) or {source.instance})
         for name, frame in result.tables.items():
             collected[name].append(frame)
         accounts.append(
@@ -101,7 +105,7 @@ def load(
                 path=display,
                 format=fmt.name,
                 role=fmt.role,
-                instance=source.instance if fmt.role == "server" else None,
+                instance=", ".join(served) if fmt.role == "server" else None,
                 lines=result.lines,
                 parsed=result.parsed,
                 noise=result.noise,
@@ -116,11 +120,10 @@ def load(
         name: pl.concat(frames) if frames else model.empty(name)
         for name, frames in collected.items()
     }
-    coverage = {}
-    for account in accounts:
-        if account.role == "server" and account.span:
-            lo, hi = coverage.get(account.instance, account.span)
-            coverage[account.instance] = (min(lo, account.span[0]), max(hi, account.span[1]))
+    coverage: dict[str, tuple[dt.datetime, dt.datetime]] = {}
+    for name, (first, last) in instance_spans:
+        lo, hi = coverage.get(name, (first, last))
+        coverage[name] = (min(lo, first), max(hi, last))
     return Inputs(tables=tables, files=accounts, errors=errors, coverage=coverage)
 
 

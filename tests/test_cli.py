@@ -139,3 +139,39 @@ def test_redact_reaches_every_output(tmp_path, seed_bundle):
     for path in (html, js, md):
         assert "10.0.0.2" not in path.read_text(), path.name
     assert any(f["kind"] == "redacted" for f in json.loads(js.read_text())["findings"])
+
+
+def test_detect_lists_formats_counts_and_pods(tmp_path):
+    from tests.conftest import FIXTURES
+
+    result = run("detect", "--json", FIXTURES / "healthy", FIXTURES / "kv-cache-exhaustion")
+    assert result.exit_code == 0
+    rows = {r["path"].rsplit("/", 1)[-1]: r for r in json.loads(result.output)}
+    pods = rows["pods.log"]
+    assert pods["instance"] == "vllm-0, vllm-1, vllm-2"
+    assert pods["lines"] == pods["parsed"] + pods["noise"] + pods["unparsed"]
+    assert pods["records"]["server_requests"] == 69
+    assert rows["results.csv"]["records"] == {"client_requests": 52}
+    assert rows["llama-8b-0.log"]["formats"] == [
+        "vllm_stats",
+        "uvicorn_access",
+        "vllm_lifecycle",
+        "vllm_pressure",
+    ]
+    assert rows["expected.json"]["skipped"] == "no known format"
+    table = run("detect", FIXTURES / "healthy").output
+    assert "pods.log" in table and "vllm-0, vllm-1, vllm-2" in table
+
+
+def test_detect_exit_codes(tmp_path):
+    assert run("detect", tmp_path / "missing").exit_code == 2
+    notes = write(tmp_path / "notes.txt", "nothing here\n")
+    assert run("detect", notes).exit_code == 2
+
+
+def test_kubectl_prefix_gives_each_pod_its_own_coverage(tmp_path):
+    from logforensics.analysis import analyze
+    from tests.conftest import FIXTURES
+
+    got = analyze([FIXTURES / "healthy"]).to_dict()
+    assert set(got["coverage"]) == {"vllm-0", "vllm-1", "vllm-2"}

@@ -93,6 +93,8 @@ class ParseResult:
     notes: list[str] = field(default_factory=list)
     formats: list[str] = field(default_factory=list)
     span: tuple | None = None  # (first, last) time the file covers, where lines carry times
+    # per instance, where one file holds several (kubectl logs --prefix)
+    instance_spans: dict[str, tuple] = field(default_factory=dict)
 
     @property
     def unparsed(self) -> int:
@@ -115,9 +117,10 @@ class ParseContext:
     year: int  # for yearless stamps (vLLM's `MM-DD HH:MM:SS`)
     server_tz: str = "UTC"  # the zone of servers' own (naive) stamps
     client_tz: str = "UTC"  # the zone of naive client timestamps
-    client_anchor: dt.datetime | None = (
-        None  # wall time of a client file's relative zero (--started-at)
-    )
+    # wall time of a client file's relative zero (--started-at)
+    client_anchor: dt.datetime | None = None
+    # when a single saved /metrics snapshot was taken (--scraped-at)
+    scraped_at: dt.datetime | None = None
 
 
 class FileFormat:

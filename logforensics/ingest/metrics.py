@@ -31,7 +31,6 @@ then the rows carry no time and a note says "scrape time unknown".
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 
 import polars as pl
@@ -39,9 +38,6 @@ import polars as pl
 from logforensics import timeparse
 from logforensics.ingest import register_file_format
 from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, SourceFile, source_expr
-
-# Used when the parse context has no `scraped_at` field (yet): the scrape time is unknown.
-DEFAULT_SCRAPED_AT: dt.datetime | None = None
 
 SCRAPED_AT_RE = r"^#\s*(?:scraped[ _]at|scrape[ _]time|timestamp)\s*[:=]?\s*(?P<when>\S.*?)\s*$"
 SAMPLE_RE = (
@@ -164,7 +160,7 @@ class PrometheusScrape(FileFormat):
             )
             .join(markers, on="snapshot", how="left")
         )
-        ctx_at = getattr(ctx, "scraped_at", DEFAULT_SCRAPED_AT)
+        ctx_at = ctx.scraped_at
         n_snapshots = snaps["snapshot"].n_unique()
         fallback = ctx_at if (ctx_at is not None and n_snapshots == 1) else None
         snaps = snaps.with_columns(

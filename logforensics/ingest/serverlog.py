@@ -229,6 +229,10 @@ def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult,
     result = ParseResult(lines=lines.height)
     if lines["at"].is_not_null().any():
         result.span = (lines["at"].min(), lines["at"].max())
+        spans = lines.group_by("instance").agg(
+            pl.col("at").min().alias("lo"), pl.col("at").max().alias("hi")
+        )
+        result.instance_spans = {i: (lo, hi) for i, lo, hi in spans.drop_nulls().iter_rows()}
     unclaimed = lines
     fates = []
     for fmt in ordered_line_formats():
