@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
-from logforensics import correlate, runs
+from logforensics import correlate, proxyside, runs
 from logforensics.diagnose import Thresholds, Verdict, diagnose
 from logforensics.ingest import ParseContext
 from logforensics.inputs import InputFile, Inputs, load
@@ -28,6 +28,8 @@ class Options:
     server_tz: str = "UTC"
     client_tz: str = "UTC"
     offset_s: float | None = None
+    proxy_offset_s: float | None = None  # force the client→proxy clock offset
+    upstreams: dict[str, str] = field(default_factory=dict)  # proxy upstream address → instance
     client_anchor: dt.datetime | None = None  # wall time of relative client clocks' zero
     scraped_at: dt.datetime | None = None  # when a single /metrics snapshot was taken
     instance_names: dict[Path, str] = field(default_factory=dict)
@@ -77,6 +79,8 @@ class Analysis:
     errors: list[str]
     coverage: dict[str, tuple[dt.datetime, dt.datetime]]
     instance_clocks: dict[str, correlate.ClockFit]
+    upstreams: dict[str, proxyside.UpstreamFit]
+    proxy_clock: correlate.ClockFit | None
     unmatched_server_records: int
     generated_at: dt.datetime
 
@@ -102,6 +106,27 @@ class Analysis:
             n = m.filter(pl.col("instance") == name).height
             out.append({"name": name, "requests": n, "share": (n / served) if served else None})
         return out
+
+    def proxy_summary(self) -> dict | None:
+        """What the proxy's log witnessed; None without a proxy log."""
+        if self.tables["proxy_requests"].is_empty():
+            return None
+        m = self.measured
+        clock = self.proxy_clock
+        return {
+            "upstreams": {a: f.to_dict() for a, f in self.upstreams.items()},
+            "matched": m.filter(pl.col("proxy_source").is_not_null()).height,
+            "delivered": m.filter(pl.col("proxy_delivery") == "reached").height,
+            "refused": m.filter(pl.col("proxy_delivery") == "refused").height,
+            "clock": None
+            if clock is None
+            else {
+                "offset_s": clock.offset_s,
+                "method": clock.method,
+                "matched": clock.matched,
+                "considered": clock.considered,
+            },
+        }
 
     def to_dict(self) -> dict:
         """The JSON contract (README: "JSON output"); bump JSON_FORMAT_VERSION on shape changes."""
@@ -141,6 +166,7 @@ class Analysis:
                 },
             },
             "coverage": {k: [_iso(a), _iso(b)] for k, (a, b) in self.coverage.items()},
+            "proxy": self.proxy_summary(),
             "unmatched_server_records": self.unmatched_server_records,
         }
 
@@ -260,6 +286,13 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         client, tables, inputs.coverage, clock
     )
     requests = correlate.attribute(client, tables["server_requests"], clock, coverage)
+    upstreams = proxyside.map_upstreams(
+        tables["proxy_requests"], tables["server_requests"], options.upstreams
+    )
+    requests, proxy_clock = proxyside.attribute(
+        requests, tables["proxy_requests"], upstreams, options.proxy_offset_s
+    )
+    requests = correlate.decide_reach(requests, coverage, clock.offset_s)
     step_runs = runs.summarise(requests, instances)
     unmatched = max(0, records.height - requests.filter(pl.col("match_key").is_not_null()).height)
     verdict = diagnose(requests, tables, clock.offset_s, instances, options.thresholds, step_runs)
@@ -276,6 +309,8 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         errors=inputs.errors,
         coverage=coverage,
         instance_clocks=instance_clocks,
+        upstreams=upstreams,
+        proxy_clock=proxy_clock,
         unmatched_server_records=unmatched,
         generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
     )
@@ -360,7 +395,10 @@ def _findings(step_runs, instances, clock, inputs, requests, unmatched) -> list[
         if f.skipped:
             out.append(Finding("skipped_file", f"{f.path}: skipped ({f.skipped})", "info"))
     unseen = requests.filter(
-        pl.col("ok") & pl.col("started_at").is_not_null() & pl.col("instance").is_null()
+        pl.col("ok")
+        & pl.col("started_at").is_not_null()
+        & pl.col("instance").is_null()
+        & (pl.col("proxy_delivery").fill_null("") != "reached")
     ).height
     if unseen and instances:
         out.append(
@@ -368,6 +406,19 @@ def _findings(step_runs, instances, clock, inputs, requests, unmatched) -> list[
                 "missing_instance_log",
                 f"{unseen} successful request(s) appear in no instance's log: an instance's log is missing "
                 "or short, so failures cannot be proven to have never reached an instance",
+            )
+        )
+    unverified = requests.filter(
+        ~pl.col("warmup") & pl.col("instance").is_null() & (pl.col("proxy_delivery") == "reached")
+    )
+    if unverified.height:
+        by = unverified.group_by(runs.upstream_name().alias("u")).len().sort("u")
+        listed = ", ".join(f"{u or 'an unmapped upstream'}: {n}" for u, n in by.iter_rows())
+        out.append(
+            Finding(
+                "unverified_by_instance",
+                f"{unverified.height} request(s) reached an upstream per the proxy's log but appear in no "
+                f"instance log ({listed}): that instance's log is missing, or the mapping is off",
             )
         )
     late = requests.filter(pl.col("late")).height

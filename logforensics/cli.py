@@ -44,6 +44,16 @@ def _conditions(values: tuple[str, ...]) -> list:
         raise click.BadParameter(str(exc), param_hint="--fail-on") from exc
 
 
+def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
+    out = {}
+    for value in values:
+        left, sep, right = value.partition("=")
+        if not sep or not left or not right:
+            raise click.BadParameter(f"expected ADDR=NAME, got {value!r}", param_hint=option)
+        out[left] = right
+    return out
+
+
 def _parse_instance(values: tuple[str, ...]) -> dict[Path, str]:
     names = {}
     for value in values:
@@ -80,6 +90,13 @@ def cli() -> None:
     multiple=True,
     metavar="NAME=PATH",
     help="Name the instance a log belongs to (default: the file's name).",
+)
+@click.option(
+    "--upstream",
+    "upstreams",
+    multiple=True,
+    metavar="ADDR=NAME",
+    help="Say which instance a proxy's upstream address is (default: judged by timing).",
 )
 @click.option(
     "--year",
@@ -147,6 +164,7 @@ def analyze_command(
     json_out,
     md_out,
     instances,
+    upstreams,
     year,
     server_tz,
     client_tz,
@@ -173,6 +191,7 @@ def analyze_command(
         client_anchor=started_at,
         scraped_at=scraped_at,
         instance_names=_parse_instance(instances),
+        upstreams=_pairs(upstreams, "--upstream"),
         thresholds=Thresholds(
             kv_full_pct=kv_full_pct, idle_kv_pct=idle_kv_pct, unreached_share=unreached_share
         ),

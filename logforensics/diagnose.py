@@ -204,6 +204,17 @@ def diagnose(
                 0.6,
             )
         )
+    refused = failed.filter(pl.col("proxy_delivery") == "refused")
+    if refused.height:
+        scores[Bottleneck.FRONT_PROXY].append(
+            Evidence(
+                "proxy_refused_before_any_upstream",
+                f"{refused.height}/{failed.height}",
+                "> 0 (the proxy's own log)",
+                refused["proxy_source"].to_list(),
+                0.6,
+            )
+        )
     if stats_in.height:
         max_waiting = stats_in["waiting"].max() or 0
         max_kv = stats_in["gpu_kv_pct"].max()
@@ -257,8 +268,11 @@ def diagnose(
         )
     proxy_in = _within(proxy, windows, t.proxy_window_s)
     if proxy_in.height:
-        kinds = ", ".join(
-            f"{k}×{n}" for k, n in proxy_in.group_by("kind").len().sort("kind").iter_rows()
+        # an access log and an error log may both report one failure: count per file
+        per_file = proxy_in.with_columns(pl.col("source").str.replace(r":\d+$", "").alias("file"))
+        kinds = "; ".join(
+            f"{k}×{n} in {f.rsplit('/', 1)[-1]}"
+            for f, k, n in per_file.group_by("file", "kind").len().sort("file", "kind").iter_rows()
         )
         scores[Bottleneck.FRONT_PROXY].append(
             Evidence(

@@ -43,10 +43,31 @@ def _percentile(col: str, q: float) -> pl.Expr:
     return pl.col(col).filter(pl.col("ok")).quantile(q, "linear")
 
 
+def upstream_name() -> pl.Expr:
+    """The proxy's view of where a request went: the mapped instance, else the raw address."""
+    return pl.coalesce(pl.col("proxy_instance"), pl.col("proxy_upstream"))
+
+
 def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
-    """One dict per step (warm-up first, marked), in the JSON contract's shape."""
+    """One dict per step (warm-up first, marked), in the JSON contract's shape.
+
+    `per_instance` counts what the instance logs saw; `per_upstream` what the
+    proxy's log says it delivered to each upstream — a second witness.
+    """
     if client.is_empty():
         return []
+    upstreams = (
+        sorted(
+            client.filter(pl.col("proxy_delivery") == "reached")
+            .select(upstream_name())
+            .to_series()
+            .drop_nulls()
+            .unique()
+            .to_list()
+        )
+        if "proxy_delivery" in client.columns
+        else []
+    )
     client = client.with_columns(
         pl.when(pl.col("warmup")).then(0).otherwise(pl.col("step")).alias("step")
     )
@@ -70,6 +91,12 @@ def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
             pl.col("timeout_s").max().alias("timeout_s"),
             pl.col("rest_before_s").min().alias("rest_before_s"),
             *[(pl.col("instance") == name).sum().alias(f"@{name}") for name in instances],
+            *[
+                ((upstream_name() == name) & (pl.col("proxy_delivery") == "reached"))
+                .sum()
+                .alias(f"^{name}")
+                for name in upstreams
+            ],
         )
         .sort("step")
     )
@@ -77,6 +104,7 @@ def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
     pending_until = None
     for row in stats.iter_rows(named=True):
         per_instance = {name: row.pop(f"@{name}") for name in instances}
+        per_upstream = {name: row.pop(f"^{name}") for name in upstreams}
         started, ended = row["started_at"], row["ended_at"]
         overlap = None
         if pending_until is not None and started is not None and started < pending_until:
@@ -102,6 +130,7 @@ def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
                 )
             },
             "per_instance": per_instance,
+            "per_upstream": per_upstream,
             "contaminated": overlap is not None and not row["warmup"],
             "overlap_s": overlap,
             "timeout_s": row["timeout_s"],

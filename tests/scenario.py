@@ -93,6 +93,9 @@ class Scenario:
     server_clock_offset_s: float = 0.0  # server clock minus client clock
     missing_logs: tuple[str, ...] = ()  # instances whose log is not in the bundle
     expected_verdict: str = "none"
+    nginx_upstreams: dict[str, str] = field(
+        default_factory=dict
+    )  # instance → address; writes nginx logs
 
     @property
     def steps(self) -> list[int]:
@@ -340,6 +343,54 @@ def skewed_balancer() -> Scenario:
         pick=lambda rng, i, n: rng.choices(names, weights)[0],
     )
     sc.log_end = max(r.server_end for r in sc.requests) + timedelta(seconds=30)
+    return sc
+
+
+def nginx_max_conns() -> Scenario:
+    """nginx in front of two instances with `max_conns=6` each: beyond 12 in flight it
+    answers 502 at once ("no live upstreams"). gpu-b's own log was lost; nginx's log
+    proves what reached it."""
+    rng = random.Random(31)
+    t0 = datetime(2026, 7, 1, 14, 0, 3, 120_000, tzinfo=UTC)
+    names = ["gpu-a", "gpu-b"]
+    sc = Scenario(
+        name="nginx-max-conns",
+        instances=names,
+        log_start=t0 - timedelta(minutes=3),
+        style=Style(prefix="docker", stats="v1", kv_per_request_pct=0.9),
+        missing_logs=("gpu-b",),
+        nginx_upstreams={"gpu-a": "10.0.1.11:8000", "gpu-b": "10.0.1.12:8000"},
+        expected_verdict="front_proxy",
+    )
+    start = t0
+    for step, sent in enumerate([6, 12, 24], start=1):
+        for i in range(1, sent + 1):
+            at = start + timedelta(seconds=rng.uniform(0.0, 0.02))
+            if i <= 12:
+                inst = names[i % 2]
+                # gpu-b is an older card: its answers come ~3 s later
+                latency = rng.uniform(3.3, 3.9) if inst == "gpu-a" else rng.uniform(6.6, 7.4)
+                sc.requests.append(
+                    Request(
+                        step, i, at, round(latency, 2), True, inst, peer_port=42000 + step * 100 + i
+                    )
+                )
+            else:
+                sc.requests.append(
+                    Request(
+                        step,
+                        i,
+                        at,
+                        round(rng.uniform(0.004, 0.02), 3),
+                        False,
+                        None,
+                        "HTTP Error 502: Bad Gateway",
+                        502,
+                        output_tokens=0,
+                    )
+                )
+        start = max(r.ended_at for r in sc.requests if r.step == step) + timedelta(seconds=30)
+    sc.log_end = start
     return sc
 
 
@@ -671,6 +722,35 @@ def render_kubectl(sc: Scenario, rng: random.Random) -> str:
     return "".join(f"{line}\n" for _, _, line in merged)
 
 
+NGINX_MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+
+def nginx_logs(sc: Scenario, rng: random.Random) -> tuple[str, str]:
+    """nginx access log (combined + $upstream_addr $upstream_status $request_time
+    $upstream_response_time) and error.log, both stamped when the request ended."""
+    access, errors = [], []
+    for r in sorted(sc.requests, key=lambda r: r.ended_at):
+        t = r.ended_at.astimezone(UTC)
+        local = f"{t.day:02d}/{NGINX_MONTHS[t.month - 1]}/{t.year}:{t:%H:%M:%S} +0000"
+        if r.served_by:
+            up = sc.nginx_upstreams[r.served_by]
+            size = rng.randrange(900, 1600)
+            upstream = f"{up} {r.http_status} {r.latency_s:.3f} {max(0.0, r.latency_s - 0.002):.3f}"
+        else:
+            size = 157
+            upstream = f"vllm_backend {r.http_status} {r.latency_s:.3f} 0.000"
+            errors.append(
+                f"{t:%Y/%m/%d %H:%M:%S} [error] 31#31: *{1000 + len(errors)} no live upstreams while "
+                f'connecting to upstream, client: 10.0.3.7, server: _, request: "POST {CHAT_PATH} HTTP/1.1", '
+                f'upstream: "http://vllm_backend{CHAT_PATH}", host: "llm.internal"'
+            )
+        access.append(
+            f'10.0.3.7 - - [{local}] "POST {CHAT_PATH} HTTP/1.1" {r.http_status} {size} "-" '
+            f'"python-requests/2.32.3" {upstream}'
+        )
+    return "\n".join(access) + "\n", "\n".join(errors) + ("\n" if errors else "")
+
+
 def write_bundle(sc: Scenario, folder: Path, seed: int = 7) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
@@ -682,6 +762,11 @@ def write_bundle(sc: Scenario, folder: Path, seed: int = 7) -> None:
         (client / "results.jsonl").write_text(client_jsonl(sc), encoding="utf-8")
     if sc.seed_rows:
         (client / "rows.txt").write_text(seed_rows(sc), encoding="utf-8")
+    if sc.nginx_upstreams:
+        access, errors = nginx_logs(sc, random.Random(seed + 1))
+        (folder / "nginx").mkdir(exist_ok=True)
+        (folder / "nginx" / "access.log").write_text(access, encoding="utf-8")
+        (folder / "nginx" / "error.log").write_text(errors, encoding="utf-8")
     if sc.style.prefix == "kubectl":
         (folder / "pods.log").write_text(render_kubectl(sc, rng), encoding="utf-8")
         return
@@ -718,7 +803,19 @@ def truth(sc: Scenario) -> dict:
 def expected(sc: Scenario) -> dict:
     """What a correct analysis of the bundle must say: the truth, less what the logs cannot prove."""
     want = {"verdict": {"bottleneck": sc.expected_verdict}, **truth(sc)}
-    if sc.missing_logs:
+    if sc.missing_logs and sc.nginx_upstreams:
+        # the proxy's log still tells: refusals are unreached, deliveries reached (unverified)
+        for run in want["runs"]:
+            # an upstream whose instance left no log keeps its address: nothing can name it
+            run["per_upstream"] = {
+                (sc.nginx_upstreams[n] if n in sc.missing_logs else n): run["per_instance"][n]
+                for n in sc.instances
+                if run["per_instance"][n]
+            }
+            for n in sc.missing_logs:
+                run["per_instance"].pop(n)
+            run["unknown"] = 0
+    elif sc.missing_logs:
         # a lost log hides who served its requests, and so whether failures reached anyone
         for run in want["runs"]:
             run["unknown"] = run["failed"] + sum(
@@ -737,6 +834,7 @@ SCENARIOS = {
     "gpu-saturation": gpu_saturation,
     "healthy": healthy,
     "skewed-balancer": skewed_balancer,
+    "nginx-max-conns": nginx_max_conns,
 }
 
 

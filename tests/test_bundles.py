@@ -34,6 +34,7 @@ KEY_EVIDENCE = {
     "healthy": {"failed_requests"},
     "skewed-balancer": {"failed_requests"},
     "seed-one-log-missing": set(),
+    "nginx-max-conns": {"proxy_refused_before_any_upstream", "failures_never_reached_an_instance"},
 }
 
 
@@ -58,7 +59,15 @@ def test_bundle_verdict_evidence_and_counts(results, name):
     steps = [r for r in got["runs"] if not r["warmup"]]
     assert len(steps) == len(want["runs"])
     for got_run, want_run in zip(steps, want["runs"], strict=True):
-        for key in ("sent", "succeeded", "failed", "unreached", "per_instance", "unknown"):
+        for key in (
+            "sent",
+            "succeeded",
+            "failed",
+            "unreached",
+            "per_instance",
+            "per_upstream",
+            "unknown",
+        ):
             if key in want_run:
                 assert got_run[key] == want_run[key], (got_run["index"], key)
     assert all(i["unparsed"] == 0 for i in got["inputs"] if i["format"])
@@ -117,3 +126,51 @@ def test_removing_decisive_evidence_moves_toward_inconclusive(
     assert got["verdict"]["confidence"] < results[name]["verdict"]["confidence"]
     if got["verdict"]["bottleneck"] == "inconclusive":
         assert got["verdict"]["missing"], "an inconclusive verdict says what to collect"
+
+
+def test_proxy_maps_upstreams_by_timing_and_vouches_for_a_lost_log(results):
+    got = results["nginx-max-conns"]
+    upstreams = got["proxy"]["upstreams"]
+    assert upstreams["10.0.1.11:8000"]["instance"] == "gpu-a"
+    assert upstreams["10.0.1.11:8000"]["fit"] == 1.0
+    assert upstreams["10.0.1.12:8000"]["instance"] is None  # its instance left no log
+    assert got["proxy"]["refused"] == 12 and got["proxy"]["delivered"] == 30
+    unverified = next(f for f in got["findings"] if f["kind"] == "unverified_by_instance")
+    assert "10.0.1.12:8000: 15" in unverified["detail"]
+
+
+def test_forced_upstream_mapping_names_the_lost_instance():
+    from logforensics.analysis import Options
+
+    got = analyze(
+        [FIXTURES / "nginx-max-conns"], Options(upstreams={"10.0.1.12:8000": "gpu-b"})
+    ).to_dict()
+    assert got["proxy"]["upstreams"]["10.0.1.12:8000"] == {
+        "instance": "gpu-b",
+        "fit": None,
+        "lines": 15,
+        "forced": True,
+    }
+    steps = [r for r in got["runs"] if not r["warmup"]]
+    assert [r["per_upstream"] for r in steps] == [
+        {"gpu-a": 3, "gpu-b": 3},
+        {"gpu-a": 6, "gpu-b": 6},
+        {"gpu-a": 6, "gpu-b": 6},
+    ]
+
+
+def test_an_address_two_instances_keep_time_with_is_not_guessed(tmp_path):
+    from logforensics import proxyside
+    from logforensics.ingest import ParseContext
+    from logforensics.inputs import load
+
+    # gpu-b's log restored with the same timing as gpu-a: timing cannot tell them apart
+    folder = tmp_path / "b"
+    shutil.copytree(FIXTURES / "nginx-max-conns", folder)
+    shutil.copy(folder / "gpu-a.log", folder / "gpu-c.log")
+    inputs = load([folder], ParseContext(year=2026))
+    fits = proxyside.map_upstreams(
+        inputs.tables["proxy_requests"], inputs.tables["server_requests"], {}
+    )
+    assert fits["10.0.1.11:8000"].instance is None
+    assert fits["10.0.1.11:8000"].fit == 1.0

@@ -159,6 +159,8 @@ def timeline(analysis: Analysis, narrow: bool = False) -> dict | None:
     lane = (
         pl.when(pl.col("instance").is_not_null())
         .then(pl.col("instance"))
+        .when((pl.col("reach") == "reached") & pl.col("proxy_delivery").is_not_null())
+        .then(pl.format("{} (per proxy)", pl.coalesce("proxy_instance", "proxy_upstream")))
         .when(pl.col("reach") == "unreached")
         .then(pl.lit(UNREACHED_LANE))
         .otherwise(pl.lit(UNKNOWN_LANE))
