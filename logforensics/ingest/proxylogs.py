@@ -64,6 +64,11 @@ def _src(source: SourceFile) -> pl.Expr:
     return source_expr(source.display).alias("source")
 
 
+def _requests(frame: pl.DataFrame, source: SourceFile) -> pl.DataFrame:
+    """`proxy_requests` rows: the canonical columns are picked when the result is added."""
+    return frame.with_columns(pl.col("instance").alias("proxy"), _src(source))
+
+
 def _dash_null(col: str) -> pl.Expr:
     """The value, with nginx/Envoy/Traefik's `-` (and empty) as null."""
     c = pl.col(col).str.strip_chars('"')
@@ -374,19 +379,7 @@ class TraefikClf(ProxyLineFormat):
             .alias("delivery"),
             (pl.col("ms").cast(pl.Float64) / 1000).alias("request_time_s"),
         )
-        rows = frame.select(
-            "at",
-            pl.col("instance").alias("proxy"),
-            "client",
-            "method",
-            "path",
-            "http_status",
-            "upstream",
-            "status_origin",
-            "delivery",
-            "request_time_s",
-            _src(source),
-        )
+        rows = _requests(frame, source)
         return Claim(
             records=hits["line_no"],
             tables={
@@ -486,22 +479,7 @@ class TraefikJson(ProxyLineFormat):
                 "request_id"
             ),
         )
-        rows = frame.select(
-            "at",
-            pl.col("instance").alias("proxy"),
-            "client",
-            "method",
-            "path",
-            "http_status",
-            "upstream",
-            "upstream_status",
-            "status_origin",
-            "delivery",
-            "request_time_s",
-            "upstream_time_s",
-            "request_id",
-            _src(source),
-        )
+        rows = _requests(frame, source)
         events = _events(
             frame,
             _status_kind(pl.col("http_status"), pl.col("upstream").is_null()),
@@ -804,21 +782,7 @@ class HaproxyHttp(ProxyLineFormat):
             .then(pl.col("http_status"))
             .alias("upstream_status")
         )
-        rows = frame.select(
-            "at",
-            pl.col("instance").alias("proxy"),
-            "client",
-            "method",
-            "path",
-            "http_status",
-            "upstream",
-            "upstream_status",
-            "status_origin",
-            "delivery",
-            "request_time_s",
-            "upstream_time_s",
-            _src(source),
-        )
+        rows = _requests(frame, source)
         state_kind = first_kind(HAPROXY_KINDS, term)
         kind = (
             pl.when(nosrv & (pl.col("http_status") >= 500))
@@ -910,15 +874,7 @@ class LitellmProxy(ProxyLineFormat):
             .otherwise(pl.lit("unknown"))
             .alias("delivery"),
         )
-        rows = frame.select(
-            "at",
-            pl.col("instance").alias("proxy"),
-            "upstream",
-            "upstream_status",
-            "status_origin",
-            "delivery",
-            _src(source),
-        )
+        rows = _requests(frame, source)
         kind = pl.when(~ok & ~client_error).then(exc_kind)
         detail = pl.format("litellm call to {}: {}", pl.col("model"), outcome)
         used = calls["line_no"]
