@@ -6,6 +6,8 @@ The Analysis is built once; the HTML, JSON and Markdown reporters only render it
 from __future__ import annotations
 
 import datetime as dt
+import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,8 +15,8 @@ import polars as pl
 
 from logforensics import correlate, proxyside, runs
 from logforensics.diagnose import Thresholds, Verdict, diagnose
-from logforensics.ingest import ParseContext
-from logforensics.inputs import InputFile, Inputs, load
+from logforensics.ingest import InputError, ParseContext, SourceFile
+from logforensics.inputs import InputFile, Inputs, expand, load
 
 JSON_FORMAT_VERSION = 2
 CAPPED_MIN_STEPS = 3  # an instance's count fixed across this many steps...
@@ -202,22 +204,36 @@ def _input_dict(f: InputFile) -> dict:
     }
 
 
+YEAR_RES = (
+    re.compile(r"\b((?:19|20)\d{2})-[01]\d-[0-3]\d[T ][0-2]\d:[0-5]\d"),  # ISO 8601
+    re.compile(r"\b[0-3]\d/[A-Z][a-z]{2}/((?:19|20)\d{2}):"),  # nginx/CLF $time_local
+)
+EPOCH_RE = re.compile(r"\b(1[5-9]\d{8}|2[0-1]\d{8})(?:\.\d+|\d{3}|\d{6}|\d{9})?\b")
+
+
 def infer_year(paths: list[Path]) -> tuple[int, str | None]:
-    """Yearless vLLM stamps need a year: take it from a dated source, else today's."""
-    probe = load(paths, ParseContext(year=2000))
-    years = []
-    for name in ("client_requests",):
-        frame = probe.tables[name]
-        if frame.height and frame["started_at"].is_not_null().any():
-            years.append(frame["started_at"].drop_nulls().dt.year().mode()[0])
-    server = probe.tables["server_requests"]
-    if server.height:
-        # runtime-prefixed lines carry the year; yearless ones were read as 2000
-        dated = server.filter(pl.col("at").dt.year() != 2000)
-        if dated.height:
-            years.append(dated["at"].dt.year().mode()[0])
+    """Yearless vLLM stamps need a year: take it from a dated source, else today's.
+
+    Only each file's first lines are read: any dated line (a runtime prefix, a
+    client's ISO or epoch times, a proxy's $time_local) names the year.
+    """
+    files, _ = expand(paths)
+    years: list[int] = []
+    for path, _named in files:
+        try:
+            head = SourceFile(path, str(path), "").head()
+        except InputError:
+            continue
+        text = "\n".join(head)
+        for rx in YEAR_RES:
+            years += [int(y) for y in rx.findall(text)]
+        if not years:
+            years += [
+                dt.datetime.fromtimestamp(int(e), dt.timezone.utc).year
+                for e in EPOCH_RE.findall(text)
+            ]
     if years:
-        return int(years[0]), None
+        return Counter(years).most_common(1)[0][0], None
     today = dt.date.today().year
     return today, f"no dated source: yearless timestamps were read as {today} (set --year)"
 

@@ -11,7 +11,6 @@ Keys, strongest first (the `match_key` column says which decided):
 
 from __future__ import annotations
 
-import bisect
 import datetime as dt
 import math
 from dataclasses import dataclass
@@ -117,8 +116,9 @@ def estimate_offset(
         candidates, key=lambda c: (_score(points_arr, widths, ends_arr, c)[0], -abs(c - prefer))
     )
     if widths.max() <= MATCH_TOLERANCE_S:
+        window_p, window_e = head_window(points_arr, ends_arr, best)
         for _ in range(3):  # refine on one-to-one pairs, not on nearest neighbours
-            best += _paired_shift(points_arr, ends_arr, best)
+            best += _paired_shift(window_p, window_e, best)
     matched, residual = _score(points_arr, widths, ends_arr, best)
     if matched == 0:
         return ClockFit(0.0, "assumed", 0, len(points_arr))
@@ -200,6 +200,25 @@ def _nearest(points: np.ndarray, ends: np.ndarray, offset: float) -> np.ndarray:
     left = shifted[np.maximum(idx - 1, 0)]
     right = shifted[idx]
     return np.where(np.abs(points - left) <= np.abs(points - right), points - left, points - right)
+
+
+REFINE_POINTS = 20_000  # a contiguous stretch this long pins the offset as well as all of it
+
+
+def head_window(
+    points: np.ndarray, ends: np.ndarray, offset: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The first REFINE_POINTS points (sorted) and the ends that could pair with them.
+
+    One-to-one pairing must see every candidate in a stretch of time, so the
+    stretch is contiguous rather than sampled.
+    """
+    if len(points) <= REFINE_POINTS:
+        return points, ends
+    head = points[:REFINE_POINTS]
+    margin = 10 * MATCH_TOLERANCE_S
+    keep = (ends + offset >= head[0] - margin) & (ends + offset <= head[-1] + margin)
+    return head, ends[keep]
 
 
 def _paired_shift(
@@ -408,79 +427,110 @@ def unaccounted_successes(requests: pl.DataFrame) -> int:
     return lost if lost >= max(1, MISSING_LOG_SHARE * timed_ok) else 0
 
 
-def _match_by_time(records, timed, offset, instance, key, ambiguous, witness, late) -> None:
-    """Give each access record to one request, in three passes.
+def _greedy(points: list[float], tols: list[float], lo: list[float], hi: list[float]) -> list[int]:
+    """Order-preserving one-to-one pairing of sorted points with sorted windows.
 
-    1. "end": a non-streamed response's line sits at the request's end;
+    Point i may take window j when lo[j] - tol_i <= point_i <= hi[j] + tol_i.
+    Windows are sorted by `lo` (and, being of similar length, roughly by
+    `hi`); each point takes the earliest window still open. For windows of
+    equal length this greedy is a maximum matching, and it keeps ranks: the
+    k-th line of a burst goes to the k-th request to finish, which is right
+    while lines lag their responses by similar amounts. Returns, per point,
+    the window's index or -1. Linear: one pass over each list.
+    """
+    out = [-1] * len(points)
+    j, n = 0, len(lo)
+    for i, (p, tol) in enumerate(zip(points, tols, strict=True)):
+        while j < n and hi[j] + tol < p:
+            j += 1  # this window closed before the point: nobody later can take it
+        if j < n and lo[j] - tol <= p:
+            out[i] = j
+            j += 1
+    return out
+
+
+def _match_by_time(records, timed, offset, instance, key, ambiguous, witness, late) -> None:
+    """Give access records to requests, in linear, order-preserving passes.
+
+    1. "end": a non-streamed response's line sits at the request's end; a
+       request tied by id/marker first takes a line of its own instance;
     2. "window": a streamed one's sits near its start, anywhere in the window;
     3. "late": a success the server logged after the client had already given up.
     Outcomes must agree in passes 1-2 (a 2xx line belongs to a success).
+    A record is marked ambiguous when the next request's end was as close.
     """
-    by_outcome = {}
-    for ok in (True, False):
-        rows = timed.filter(pl.col("ok") == ok).sort("e")
-        by_outcome[ok] = (
-            rows["e"].to_numpy() + offset,
-            rows["s"].to_numpy() + offset,
-            rows["_row"].to_list(),
+    recs = (
+        records.select(
+            _seconds("at").alias("at"),
+            (pl.col("at_precision_s").fill_null(0.0) + MATCH_TOLERANCE_S).alias("tol"),
+            pl.col("http_status").is_between(200, 299).fill_null(False).alias("ok"),
+            "instance",
+            "source",
         )
-    record_rows = records.select(
-        _seconds("at"), pl.col("at_precision_s").fill_null(0.0), "http_status", "instance", "source"
-    ).rows()
-    used_record: set[int] = set()
-    taken: set[int] = set()  # requests that already own an access record
+        .with_row_index("_rec")
+        .sort("at")
+    )
+    reqs = timed.with_columns(
+        (pl.col("s") + offset).alias("s"),
+        (pl.col("e") + offset).alias("e"),
+        pl.Series("_key", [key[r] for r in timed["_row"].to_list()], dtype=pl.Utf8),
+        pl.Series("_inst", [instance[r] for r in timed["_row"].to_list()], dtype=pl.Utf8),
+    )
+    used: set[int] = set()
 
-    def free(row: int, inst: str) -> bool:
-        """Unmatched, or matched by id/marker to this record's instance and not yet given its line."""
-        return row not in taken and (key[row] is None or instance[row] == inst)
-
-    for pass_name in ("end", "window", "late"):
-        for r_idx, (at, precision, status, inst, src) in enumerate(record_rows):
-            if r_idx in used_record:
+    def assign(rec_frame: pl.DataFrame, req_frame: pl.DataFrame, anchor: str, how: str) -> None:
+        if rec_frame.is_empty() or req_frame.is_empty():
+            return
+        req_frame = req_frame.sort(anchor)
+        anchors = req_frame[anchor].to_list()
+        if how == "late":  # the window opens at the client's end and stays open a while
+            lo, hi = req_frame["e"].to_list(), (req_frame["e"] + LATE_LIMIT_S).to_list()
+        elif how == "window":
+            lo, hi = req_frame["s"].to_list(), req_frame["e"].to_list()
+        else:
+            lo = hi = anchors
+        points, tols = rec_frame["at"].to_list(), rec_frame["tol"].to_list()
+        picks = _greedy(points, tols, lo, hi)
+        rows, rec_ids = req_frame["_row"].to_list(), rec_frame["_rec"].to_list()
+        insts, sources = rec_frame["instance"].to_list(), rec_frame["source"].to_list()
+        for i, j in enumerate(picks):
+            if j < 0:
                 continue
-            ok = status is not None and 200 <= status < 300
-            if pass_name == "late" and not ok:
-                continue
-            ends, starts, rows = by_outcome[ok if pass_name != "late" else False]
-            tol = MATCH_TOLERANCE_S + precision
-            if pass_name == "end":
-                span = range(
-                    bisect.bisect_left(ends, at - tol), bisect.bisect_right(ends, at + tol)
-                )
-                fits = [j for j in span if free(rows[j], inst)]
-                anchor = ends
-            elif pass_name == "window":
-                fits = [
-                    j
-                    for j in range(len(rows))
-                    if starts[j] - tol <= at <= ends[j] + tol and free(rows[j], inst)
-                ]
-                anchor = starts
-            else:
-                fits = [
-                    j
-                    for j in range(len(rows))
-                    if starts[j] - tol <= at
-                    and ends[j] < at <= ends[j] + LATE_LIMIT_S
-                    and free(rows[j], inst)
-                ]
-                anchor = ends
-            if not fits:
-                continue
-            best = min(fits, key=lambda j: abs(anchor[j] - at))
-            row = rows[best]
-            used_record.add(r_idx)
-            taken.add(row)
-            if pass_name == "late":
+            row = rows[j]
+            used.add(rec_ids[i])
+            if how == "late":
                 late[row] = True
-            if key[row] is not None:  # an id/marker match: this record is its access line
-                continue
-            instance[row], key[row], witness[row] = inst, "time_window", src
-            ambiguous[row] = len(fits) > 1 and any(
-                abs(abs(anchor[j] - at) - abs(anchor[best] - at)) <= precision + 0.05
-                for j in fits
-                if j != best
+            if key[row] is None:
+                instance[row], key[row], witness[row] = insts[i], "time_window", sources[i]
+                # another request finished about as close: which of the two got this line is a guess
+                ambiguous[row] = j + 1 < len(anchors) and abs(anchors[j + 1] - points[i]) <= tols[i]
+        req_frame_done.update(rows[j] for j in picks if j >= 0)
+
+    req_frame_done: set[int] = set()
+
+    def free_records(ok: bool) -> pl.DataFrame:
+        return recs.filter((pl.col("ok") == ok) & ~pl.col("_rec").is_in(list(used)))
+
+    def free_requests(ok: bool | None) -> pl.DataFrame:
+        frame = reqs.filter(~pl.col("_row").is_in(list(req_frame_done)) & pl.col("_key").is_null())
+        return frame if ok is None else frame.filter(pl.col("ok") == ok)
+
+    # 1a. requests tied by id or marker take a line of their own instance
+    pinned = reqs.filter(pl.col("_key").is_not_null())
+    for name in pinned["_inst"].drop_nulls().unique().to_list():
+        for ok in (True, False):
+            assign(
+                free_records(ok).filter(pl.col("instance") == name),
+                pinned.filter((pl.col("_inst") == name) & (pl.col("ok") == ok)),
+                "e",
+                "end",
             )
+    # 1b-2. the rest by end, then by window
+    for how, anchor in (("end", "e"), ("window", "s")):
+        for ok in (True, False):
+            assign(free_records(ok), free_requests(ok), anchor, how)
+    # 3. successes logged after the client gave up
+    assign(free_records(True), free_requests(False), "e", "late")
 
 
 def covered_expr(coverage: dict, offset: float) -> pl.Expr:

@@ -95,8 +95,9 @@ def map_upstreams(
             fits[address] = UpstreamFit(address, forced[address], None, len(own), forced=True)
             continue
         for n in names:
+            head, theirs = correlate.head_window(own, instance_times[n], 0.0)
             scores.append(
-                (_echoed(own, instance_times[n], tol) / len(own) if len(own) else 0.0, address, n)
+                (_echoed(head, theirs, tol) / len(head) if len(head) else 0.0, address, n)
             )
         fits[address] = UpstreamFit(address, None, 0.0, len(own))
     taken = {f.instance for f in fits.values() if f.forced}

@@ -160,3 +160,15 @@ def test_capacity_and_overall_balance(tmp_path):
     }
     assert got["balance"]["counts"] == {"instance-1": 15, "instance-2": 15}
     assert got["balance"]["verdict"] == "even"
+
+
+def test_yearless_stamps_take_the_year_of_a_dated_source(tmp_path):
+    sc = scenario.seed_two_instances()
+    sc.style = scenario.Style(prefix="none")  # vLLM's MM-DD stamps only
+    path = bundle(tmp_path, sc)
+    got = analyze([path]).to_dict()
+    assert not any(f["kind"] == "year_assumed" for f in got["findings"])
+    assert got["coverage"]["instance-1"][0].startswith("2026-02-24T05:58:41")
+    alone = analyze([path / "instance-1.log"]).to_dict()
+    assumed = [f for f in alone["findings"] if f["kind"] == "year_assumed"]
+    assert len(assumed) == 1 and "set --year" in assumed[0]["detail"]

@@ -169,6 +169,9 @@ def time_notes(frame: pl.DataFrame, client_tz: str) -> list[str]:
 def normalise_generic(frame: pl.DataFrame, display: str, client_tz: str) -> pl.DataFrame:
     """Map a generic record frame (any common spelling) to `client_requests`."""
     col = {f: _pick(frame, f) for f in FIELD_SPELLINGS}
+    for field in ("started_at", "ended_at"):  # text times: the format is sniffed once per column
+        if col[field] and frame.schema[col[field]] == pl.Utf8:
+            frame = frame.with_columns(timeparse.parse_iso(frame[col[field]], client_tz))
 
     def get(field, dtype):
         return (

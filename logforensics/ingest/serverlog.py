@@ -29,6 +29,8 @@ report, so ``parsed + noise + unparsed == lines`` always holds.
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 from logforensics import timeparse
@@ -103,6 +105,54 @@ def _bsd_to_utc(text: pl.Expr, year: int, tz: str) -> pl.Expr:
     )
 
 
+PREFIX_STEPS = (
+    ("kubectl", KUBECTL_PREFIX_RE),
+    ("iso", ISO_PREFIX_RE),
+    ("bsd", BSD_PREFIX_RE),
+    ("iso2", ISO_INNER_RE),
+    ("bracket", BRACKET_PREFIX_RE),
+    ("process", PROCESS_TAG_RE),
+    ("vllm", VLLM_STAMP_RE),
+)
+PREFIX_SAMPLE = 2000
+
+
+def _strip_prefixes(lines: pl.DataFrame, active: set[str]) -> pl.DataFrame:
+    """Peel the prefix layers in order; a layer not in `active` is skipped (its columns null)."""
+    frame = lines.with_columns(pl.col("text").str.replace_all(ANSI_RE, "").alias("_rest"))
+    for name, regex in PREFIX_STEPS:
+        groups = list(re.compile(regex).groupindex)
+        if name not in active:
+            frame = frame.with_columns(pl.lit(None, dtype=pl.Utf8).alias(g) for g in groups)
+            continue
+        if name == "vllm":
+            frame = frame.with_columns(pl.col("_rest").alias("body"))
+        if groups:
+            frame = frame.with_columns(
+                pl.col("_rest").str.extract_groups(regex).alias("_g")
+            ).unnest("_g")
+        if name != "vllm":
+            frame = frame.with_columns(pl.col("_rest").str.replace(regex, ""))
+    if "vllm" not in active:
+        frame = frame.with_columns(pl.col("_rest").alias("body"))
+    return frame.drop("_rest")
+
+
+def _prefix_steps_present(lines: pl.DataFrame) -> set[str]:
+    """Which prefix layers occur, judged once per file on a sample spread over it."""
+    if lines.height <= 2 * PREFIX_SAMPLE:
+        return {name for name, _ in PREFIX_STEPS}
+    stride = max(1, lines.height // PREFIX_SAMPLE)
+    sample = pl.concat([lines.head(PREFIX_SAMPLE), lines.gather_every(stride), lines.tail(100)])
+    peeled = _strip_prefixes(sample, {name for name, _ in PREFIX_STEPS})
+    present = set()
+    for name, regex in PREFIX_STEPS:
+        groups = list(re.compile(regex).groupindex)
+        if name == "process" or any(peeled[g].is_not_null().any() for g in groups):
+            present.add(name)
+    return present
+
+
 def split_prefixes(
     lines: pl.DataFrame, instance: str, year: int, server_tz: str = "UTC"
 ) -> pl.DataFrame:
@@ -114,38 +164,17 @@ def split_prefixes(
     its precision is the gap to the next stamped line plus that line's own
     precision (unknown at the end of the file).
     """
-    text = pl.col("text").str.replace_all(ANSI_RE, "")
-    frame = lines.with_columns(
-        text.str.extract(KUBECTL_PREFIX_RE, 1).alias("pod"),
-        text.str.replace(KUBECTL_PREFIX_RE, "").alias("_s0"),
+    frame = _strip_prefixes(lines, _prefix_steps_present(lines))
+    # stamps' formats are sniffed once per column, not parsed per line
+    frame = frame.with_columns(
+        timeparse.parse_iso(frame["iso"].str.replace(",", "."), server_tz).alias("_iso_at"),
+        timeparse.parse_iso(frame["iso2"].str.replace(",", "."), server_tz).alias("_iso2_at"),
+        timeparse.parse_iso(frame["bk"], server_tz).alias("_bk_at"),
     )
-    frame = frame.with_columns(
-        pl.col("_s0").str.extract_groups(ISO_PREFIX_RE).alias("_iso"),
-        pl.col("_s0").str.replace(ISO_PREFIX_RE, "").alias("_s1"),
-    ).unnest("_iso")
-    frame = frame.with_columns(
-        pl.col("_s1").str.extract_groups(BSD_PREFIX_RE).alias("_bsd"),
-        pl.col("_s1").str.replace(BSD_PREFIX_RE, "").alias("_s2"),
-    ).unnest("_bsd")
-    # an application's own ISO stamp behind the runtime's or journal's (TGI under `docker logs -t`)
-    frame = frame.with_columns(
-        pl.col("_s2").str.extract_groups(ISO_INNER_RE).alias("_iso2"),
-        pl.col("_s2").str.replace(ISO_INNER_RE, "").alias("_s2"),
-    ).unnest("_iso2")
-    frame = frame.with_columns(
-        pl.col("_s2").str.extract_groups(BRACKET_PREFIX_RE).alias("_bk"),
-        pl.col("_s2").str.replace(BRACKET_PREFIX_RE, "").alias("_s3"),
-    ).unnest("_bk")
-    frame = (
-        frame.with_columns(pl.col("_s3").str.replace(PROCESS_TAG_RE, "").alias("body"))
-        .with_columns(pl.col("body").str.extract_groups(VLLM_STAMP_RE).alias("_v"))
-        .unnest("_v")
-    )
-
-    iso_at = timeparse.iso_to_utc(pl.col("iso").str.replace(",", "."), server_tz)
+    iso_at = pl.col("_iso_at")
     bsd_at = _roll(_bsd_to_utc(pl.col("bsd"), year, server_tz))
-    iso2_at = timeparse.iso_to_utc(pl.col("iso2").str.replace(",", "."), server_tz)
-    bk_at = timeparse.iso_to_utc(pl.col("bk"), server_tz)
+    iso2_at = pl.col("_iso2_at")
+    bk_at = pl.col("_bk_at")
     bkmd_at = _roll(timeparse.yearless_to_utc(pl.col("bkmd"), year, server_tz))
     vllm_at = _roll(timeparse.yearless_to_utc(pl.col("md"), year, server_tz)) + pl.duration(
         microseconds=(pl.col("mdfrac").cast(pl.Float64, strict=False).fill_null(0.0) * 1e6)
