@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,8 @@ class Options:
     scraped_at: dt.datetime | None = None  # when a single /metrics snapshot was taken
     instance_names: dict[Path, str] = field(default_factory=dict)
     thresholds: Thresholds = field(default_factory=Thresholds)
+    cache_dir: Path | None = None  # keep parsed tables as Parquet here (--cache)
+    progress: Callable[[int, int, int], None] | None = None  # called after each file is read
 
 
 FINDING_ADVICE = {
@@ -290,7 +293,7 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         client_anchor=options.client_anchor,
         scraped_at=options.scraped_at,
     )
-    inputs: Inputs = load(paths, ctx, options.instance_names)
+    inputs: Inputs = load(paths, ctx, options.instance_names, options.cache_dir, options.progress)
     tables = inputs.tables
     client, dupes = dedupe_client(tables["client_requests"])
     findings += dupes

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -35,6 +36,29 @@ def _utc(value: str | None, option: str) -> dt.datetime | None:
     if moment.tzinfo is None:
         raise click.BadParameter(f"give a zone, e.g. {value}Z or {value}+09:00", param_hint=option)
     return moment.astimezone(dt.timezone.utc)
+
+
+class Progress:
+    """Files read, lines, rate on stderr: only on a terminal, only after two seconds."""
+
+    DELAY_S = 2.0
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.started = time.monotonic()
+        self.shown = False
+
+    def __call__(self, done: int, total: int, lines: int) -> None:
+        elapsed = time.monotonic() - self.started
+        if not self.stream.isatty() or elapsed < self.DELAY_S:
+            return
+        rate = lines / elapsed if elapsed else 0
+        end = "\n" if done == total else ""
+        self.stream.write(
+            f"\rread {done}/{total} files · {lines:,} lines · {rate:,.0f} lines/s{end}"
+        )
+        self.stream.flush()
+        self.shown = True
 
 
 def _conditions(values: tuple[str, ...]) -> list:
@@ -158,6 +182,13 @@ def cli() -> None:
     callback=lambda ctx, param, values: _conditions(values),
     help="Exit 3 when a condition holds, e.g. 'unreached>0', 'success<0.99', 'p95>5s', 'bottleneck!=none'.",
 )
+@click.option(
+    "--cache",
+    "cache_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Keep parsed tables as Parquet here; a re-run with other options skips parsing.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="No progress display on stderr.")
 def analyze_command(
     paths,
     html_out,
@@ -176,6 +207,8 @@ def analyze_command(
     unreached_share,
     redact,
     fail_on,
+    cache_dir,
+    quiet,
 ) -> None:
     """Analyse logs (files or folders, .gz too) and write the reports.
 
@@ -192,6 +225,8 @@ def analyze_command(
         scraped_at=scraped_at,
         instance_names=_parse_instance(instances),
         upstreams=_pairs(upstreams, "--upstream"),
+        cache_dir=cache_dir,
+        progress=None if quiet else Progress(),
         thresholds=Thresholds(
             kv_full_pct=kv_full_pct, idle_kv_pct=idle_kv_pct, unreached_share=unreached_share
         ),

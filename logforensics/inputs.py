@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
-from logforensics import model
+from logforensics import cache, model
 from logforensics.ingest import InputError, ParseContext, SourceFile, detect
 
 
@@ -67,24 +68,42 @@ def instance_name(path: Path) -> str:
     return name
 
 
-def _read_one(path: Path, named: bool, ctx: ParseContext, instance_names: dict[Path, str]):
+def _read_one(
+    path: Path,
+    named: bool,
+    ctx: ParseContext,
+    instance_names: dict[Path, str],
+    cache_dir: Path | None = None,
+):
     """Sniff and parse one file: (source, format, result, failure reason or None)."""
     source = SourceFile(path, str(path), instance_names.get(path.resolve(), instance_name(path)))
     try:
+        entry = cache.key(path, source.instance, ctx) if cache_dir else None
+        if entry and (hit := cache.load(cache_dir, entry)):
+            return source, *hit, None
         fmt = detect(source)
         if fmt is None:
             return source, None, None, "empty file" if not source.raw.strip() else "no known format"
-        return source, fmt, fmt.parse(source, ctx), None
-    except InputError as exc:
-        return source, None, None, str(exc)
+        result = fmt.parse(source, ctx)
+        if entry:
+            cache.store(cache_dir, entry, fmt, result)
+        return source, fmt, result, None
+    except (InputError, OSError) as exc:
+        message = str(exc) if isinstance(exc, InputError) else f"{path}: cannot read: {exc}"
+        return source, None, None, message
 
 
 def load(
     paths: list[Path],
     ctx: ParseContext,
     instance_names: dict[Path, str] | None = None,
+    cache_dir: Path | None = None,
+    progress: Callable[[int, int, int], None] | None = None,
 ) -> Inputs:
-    """Read every file; a file that fails is reported, never hides the others."""
+    """Read every file; a file that fails is reported, never hides the others.
+
+    `progress(files_done, files_total, lines_so_far)` is called after each file.
+    """
     instance_names = {p.resolve(): n for p, n in (instance_names or {}).items()}
     files, errors = expand(paths)
     collected: dict[str, list[pl.DataFrame]] = {name: [] for name in model.SCHEMAS}
@@ -92,7 +111,13 @@ def load(
     instance_spans: list[tuple[str, tuple]] = []
     # One file at a time: a thread pool measured no faster (the Python-side
     # decoding holds the GIL) and held every file's frames in memory at once.
-    parsed = [_read_one(path, named, ctx, instance_names) for path, named in files]
+    parsed = []
+    lines_so_far = 0
+    for path, named in files:
+        parsed.append(_read_one(path, named, ctx, instance_names, cache_dir))
+        lines_so_far += parsed[-1][2].lines if parsed[-1][2] else 0
+        if progress:
+            progress(len(parsed), len(files), lines_so_far)
     for (path, named), (source, fmt, result, failure) in zip(files, parsed, strict=True):
         display = str(path)
         if failure is not None:

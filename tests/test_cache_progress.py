@@ -1,0 +1,77 @@
+"""--cache keeps parsed tables; --quiet / the progress display."""
+
+import io
+import shutil
+
+from logforensics import cache
+from logforensics.analysis import Options, analyze
+from logforensics.cli import Progress
+from tests.conftest import FIXTURES
+
+
+def without_time(d):
+    d.pop("generated_at")
+    return d
+
+
+def test_cache_gives_the_same_analysis_and_notices_a_changed_file(tmp_path):
+    folder = tmp_path / "b"
+    shutil.copytree(FIXTURES / "seed-two-instances", folder)
+    store = tmp_path / "cache"
+    first = without_time(analyze([folder], Options(cache_dir=store)).to_dict())
+    entries = sorted(p.name for p in store.iterdir())
+    # two logs, two client files; the skipped expected.json is not cached
+    assert len(entries) == 4
+    again = without_time(analyze([folder], Options(cache_dir=store)).to_dict())
+    assert again == first
+    # a cached entry really is read: damage the source file's text but keep size and mtime
+    log = folder / "instance-2.log"
+    stat = log.stat()
+    text = log.read_bytes()
+    log.write_bytes(text.replace(b"POST /v1/chat", b"POST /v1/chaT"))
+    import os
+
+    os.utime(log, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert without_time(analyze([folder], Options(cache_dir=store)).to_dict()) == first
+    # a changed mtime parses again
+    os.utime(log, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    changed = analyze([folder], Options(cache_dir=store)).to_dict()
+    assert changed["totals"]["unknown"] > 0  # instance-2's POSTs are no longer inference calls
+
+
+def test_a_damaged_cache_entry_is_parsed_again(tmp_path):
+    store = tmp_path / "cache"
+    first = without_time(analyze([FIXTURES / "healthy"], Options(cache_dir=store)).to_dict())
+    for meta in store.rglob("meta.json"):
+        meta.write_text("{not json")
+    assert (
+        without_time(analyze([FIXTURES / "healthy"], Options(cache_dir=store)).to_dict()) == first
+    )
+    assert cache.load(store, "no-such-entry") is None
+
+
+class FakeTerminal(io.StringIO):
+    def __init__(self, tty: bool):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self):
+        return self.tty
+
+
+def test_progress_shows_only_on_a_terminal_after_the_delay():
+    quiet = FakeTerminal(tty=False)
+    p = Progress(quiet)
+    p.DELAY_S = 0
+    p(1, 2, 1000)
+    assert quiet.getvalue() == ""
+    term = FakeTerminal(tty=True)
+    p = Progress(term)
+    p(1, 2, 1000)
+    assert term.getvalue() == ""  # not yet two seconds
+    p.DELAY_S = 0
+    p(1, 2, 1_500_000)
+    p(2, 2, 3_000_000)
+    out = term.getvalue()
+    assert out.startswith("\rread 1/2 files · 1,500,000 lines · ")
+    assert "\rread 2/2 files · 3,000,000 lines · " in out and out.endswith("lines/s\n")
