@@ -83,7 +83,7 @@ def _read_one(
             return source, *hit, None
         fmt = detect(source)
         if fmt is None:
-            return source, None, None, "empty file" if not source.raw.strip() else "no known format"
+            return source, None, None, "empty file" if source.is_blank() else "no known format"
         result = fmt.parse(source, ctx)
         if entry:
             cache.store(cache_dir, entry, fmt, result)

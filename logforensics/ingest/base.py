@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -39,46 +40,84 @@ class SourceFile:
     display: str  # the name shown in reports and in `source` columns
     instance: str  # the instance this file's server records belong to
 
+    HEAD_BYTES = 64 * 1024
+    FACT_BYTES = 1 << 20  # NUL and CRLF are looked for in the first MiB
+
+    def _read(self, limit: int | None = None) -> bytes:
+        """The file's bytes (gzip undone), all of them or the first `limit`."""
+        try:
+            with self.path.open("rb") as handle:
+                magic = handle.read(2)
+            if magic == b"\x1f\x8b":
+                with gzip.open(self.path, "rb") as handle:
+                    return handle.read() if limit is None else handle.read(limit)
+            with self.path.open("rb") as handle:
+                return handle.read() if limit is None else handle.read(limit)
+        except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise InputError(f"{self.display}: cannot read: {exc}") from exc
+
     @cached_property
     def raw(self) -> bytes:
-        try:
-            data = self.path.read_bytes()
-            if data[:2] == b"\x1f\x8b":
-                data = gzip.decompress(data)
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
-            raise InputError(f"{self.display}: cannot read: {exc}") from exc
-        return data
+        """Whole-document formats (JSON reports, CSV) read the bytes; line formats never keep them."""
+        return self._read()
 
     @cached_property
     def text(self) -> str:
         return self.raw.decode("utf-8", errors="replace")
 
     @cached_property
-    def undecodable_bytes(self) -> bool:
-        try:
-            self.raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return True
-        return False
-
-    @cached_property
     def lines(self) -> pl.DataFrame:
-        """`line_no` (1-based) and `text`, CR and a final empty line removed."""
-        parts = self.text.split("\n")
-        if parts and parts[-1] == "":
-            parts.pop()
-        return (
-            pl.DataFrame({"text": pl.Series(parts, dtype=pl.Utf8)})
-            .with_columns(
-                pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("line_no"),
-                pl.col("text").str.strip_suffix("\r"),
-            )
-            .select("line_no", "text")
+        """`line_no` (1-based) and `text`, CR and a final empty line removed.
+
+        The bytes and the decoded text are dropped once the lines are built:
+        only the polars column stays in memory.
+        """
+        data = self.__dict__.get("raw") or self._read()
+        self.facts = _facts(data)
+        text = data.decode("utf-8", errors="replace")
+        del data
+        series = pl.Series("text", [text], dtype=pl.Utf8).str.split("\n").explode()
+        del text
+        if series.len() and series[-1] == "":
+            series = series.head(series.len() - 1)
+        return pl.DataFrame({"text": series}).select(
+            pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("line_no"),
+            pl.col("text").str.strip_suffix("\r"),
         )
 
+    @cached_property
+    def facts(self) -> dict:
+        """Byte-level facts the report notes: not UTF-8, NUL bytes, CRLF, last newline."""
+        return _facts(self.raw)
+
+    @property
+    def undecodable_bytes(self) -> bool:
+        return self.facts["undecodable"]
+
+    def is_blank(self) -> bool:
+        """Empty, or only white space."""
+        chunk = self._read(self.HEAD_BYTES + 1)
+        return len(chunk) <= self.HEAD_BYTES and not chunk.strip()
+
     def head(self, n: int = SNIFF_LINES) -> list[str]:
-        chunk = self.raw[: 64 * 1024].decode("utf-8", errors="replace")
+        chunk = self._read(self.HEAD_BYTES).decode("utf-8", errors="replace")
         return [line.rstrip("\r") for line in chunk.split("\n")[:n] if line.strip()]
+
+
+def _facts(data: bytes) -> dict:
+    try:
+        data.decode("utf-8")
+        undecodable = False
+    except UnicodeDecodeError:
+        undecodable = True
+    start = data[: SourceFile.FACT_BYTES]
+    return {
+        "undecodable": undecodable,
+        "nul": b"\x00" in start,
+        "crlf": b"\r\n" in start,
+        "final_newline": not data or data.endswith(b"\n"),
+        "empty": not data,
+    }
 
 
 @dataclass

@@ -260,7 +260,7 @@ def _decode_json_lines(candidates: pl.DataFrame) -> tuple[pl.DataFrame, list[int
     if candidates.is_empty():
         return pl.DataFrame({"line_no": []}, schema={"line_no": pl.Int64}), []
     try:
-        body = "\n".join(candidates["text"].to_list()).encode("utf-8")
+        body = candidates.select(pl.col("text").str.join("\n")).item().encode("utf-8")
         decoded = pl.read_ndjson(io.BytesIO(body), infer_schema_length=None)
         if decoded.height != candidates.height:
             raise ValueError("record count differs from line count")

@@ -302,18 +302,18 @@ def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult,
 
 
 def _robustness_notes(source: SourceFile, lines: pl.DataFrame, result: ParseResult) -> None:
-    if source.undecodable_bytes:
+    facts = source.facts
+    if facts["undecodable"]:
         result.notes.append("file holds bytes that are not UTF-8; they were replaced")
-    raw = source.raw
-    if b"\x00" in raw[: 1 << 20]:
+    if facts["nul"]:
         result.notes.append("file holds NUL bytes (binary data?); such lines count as unparsed")
-    if raw and not raw.endswith(b"\n"):
+    if not facts["final_newline"]:
         result.notes.append("last line has no newline (file truncated while written?)")
     if lines.height:
         longest = lines.select(pl.col("text").str.len_bytes().max()).item() or 0
         if longest > 1_000_000:
             result.notes.append(f"a line of {longest:,} bytes was read whole")
-    if b"\r\n" in raw[: 1 << 20]:
+    if facts["crlf"]:
         result.notes.append("CRLF line ends (Windows copy, or vLLM multi-line messages)")
 
 
