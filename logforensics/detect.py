@@ -61,24 +61,7 @@ def detect_paths(
         # errors for paths that yielded no file (missing path, empty folder)
         path, _, reason = message.partition(": ")
         if path not in seen:
-            rows.append(
-                {
-                    "path": path,
-                    "format": None,
-                    "formats": [],
-                    "role": None,
-                    "lines": 0,
-                    "parsed": 0,
-                    "unparsed": 0,
-                    "noise": 0,
-                    "records": {},
-                    "span": None,
-                    "instance": None,
-                    "unparsed_examples": [],
-                    "notes": [],
-                    "skipped": reason or message,
-                }
-            )
+            rows.append(_row(InputFile(path, None, None, None, skipped=reason or message)))
     return rows
 
 
