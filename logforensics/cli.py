@@ -68,24 +68,24 @@ def _conditions(values: tuple[str, ...]) -> list:
         raise click.BadParameter(str(exc), param_hint="--fail-on") from exc
 
 
-def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
-    out = {}
+def _split_pairs(values: tuple[str, ...], option: str, shape: str) -> list[tuple[str, str]]:
+    """`LEFT=RIGHT` option values; a malformed one is a usage error."""
+    out = []
     for value in values:
         left, sep, right = value.partition("=")
         if not sep or not left or not right:
-            raise click.BadParameter(f"expected ADDR=NAME, got {value!r}", param_hint=option)
-        out[left] = right
+            raise click.BadParameter(f"expected {shape}, got {value!r}", param_hint=option)
+        out.append((left, right))
     return out
 
 
+def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
+    return dict(_split_pairs(values, option, "ADDR=NAME"))
+
+
 def _parse_instance(values: tuple[str, ...]) -> dict[Path, str]:
-    names = {}
-    for value in values:
-        name, sep, path = value.partition("=")
-        if not sep or not name or not path:
-            raise click.BadParameter(f"expected NAME=PATH, got {value!r}", param_hint="--instance")
-        names[Path(path)] = name
-    return names
+    # keyed by path: one instance may own several (rotated) files
+    return {Path(path): name for name, path in _split_pairs(values, "--instance", "NAME=PATH")}
 
 
 @click.group()

@@ -175,3 +175,21 @@ def test_kubectl_prefix_gives_each_pod_its_own_coverage(tmp_path):
 
     got = analyze([FIXTURES / "healthy"]).to_dict()
     assert set(got["coverage"]) == {"vllm-0", "vllm-1", "vllm-2"}
+
+
+def test_one_instance_may_own_several_rotated_files(tmp_path, seed_bundle):
+    js = tmp_path / "r.json"
+    result = run(
+        "analyze",
+        seed_bundle,
+        "--json",
+        js,
+        "--instance",
+        f"gpu={seed_bundle / 'instance-1.log'}",
+        "--instance",
+        f"gpu={seed_bundle / 'instance-2.log'}",
+    )
+    assert result.exit_code == 0
+    got = json.loads(js.read_text())
+    assert [i["name"] for i in got["instances"]] == ["gpu"]
+    assert got["instances"][0]["requests"] == 30

@@ -158,9 +158,13 @@ def test_status_words_decide_success(tmp_path, status, ok):
 
 def test_each_file_says_how_its_times_were_read(tmp_path):
     naive = tmp_path / "naive.jsonl"
-    naive.write_text(json.dumps({"started_at": "2026-02-24T15:16:02", "latency_s": 1.0, "ok": True}) + "\n")
+    naive.write_text(
+        json.dumps({"started_at": "2026-02-24T15:16:02", "latency_s": 1.0, "ok": True}) + "\n"
+    )
     zoned = tmp_path / "zoned.jsonl"
-    zoned.write_text(json.dumps({"started_at": "2026-02-24T06:16:02Z", "latency_s": 1.0, "ok": True}) + "\n")
+    zoned.write_text(
+        json.dumps({"started_at": "2026-02-24T06:16:02Z", "latency_s": 1.0, "ok": True}) + "\n"
+    )
     assert parse(naive, ParseContext(year=2026, client_tz="Asia/Seoul"))[1].notes == [
         "1 naive time(s) in 'started_at' read in Asia/Seoul (set --client-tz if the client ran elsewhere)"
     ]
