@@ -231,10 +231,6 @@ def ordered_line_formats() -> list[LineFormat]:
     return sorted(LINE_FORMATS.values(), key=lambda fmt: getattr(fmt, "order", 50))
 
 
-def _empty_ids() -> pl.Series:
-    return pl.Series("line_no", [], dtype=pl.Int64)
-
-
 def parse_lines(source: SourceFile, ctx: ParseContext, role: str = "server") -> ParseResult:
     """Split a file line by line among the line formats; account for every line.
 
