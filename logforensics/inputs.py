@@ -85,6 +85,7 @@ def _read_one(
         if fmt is None:
             return source, None, None, "empty file" if source.is_blank() else "no known format"
         result = fmt.parse(source, ctx)
+        source.release()
         if entry:
             cache.store(cache_dir, entry, fmt, result)
         return source, fmt, result, None

@@ -169,3 +169,46 @@ def test_each_file_says_how_its_times_were_read(tmp_path):
         "1 naive time(s) in 'started_at' read in Asia/Seoul (set --client-tz if the client ran elsewhere)"
     ]
     assert parse(zoned)[1].notes == ["absolute times with zone offsets in 'started_at'"]
+
+
+def test_clean_jsonl_read_in_one_pass_equals_the_line_by_line_reading(tmp_path):
+    """A blank line sends the file down the line-by-line path; the rows must not change."""
+    lines = [
+        json.dumps(
+            {
+                "request_id": f"r{i}",
+                "started_at": f"2026-02-24T06:16:{i:02d}.5Z",
+                "latency_s": 1.0 + i,
+                "ok": i % 3 != 0,
+                "error": None if i % 3 else "HTTP Error 502: Bad Gateway",
+            }
+        )
+        for i in range(40)
+    ]
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text("\n".join(lines) + "\n")
+    with_blank = tmp_path / "with_blank.jsonl"
+    with_blank.write_text("\n".join(lines[:20]) + "\n\n" + "\n".join(lines[20:]) + "\n")
+    _, fast = parse(clean)
+    _, slow = parse(with_blank)
+    assert (fast.lines, fast.parsed, fast.noise) == (40, 40, 0)
+    assert (slow.lines, slow.parsed, slow.noise) == (41, 40, 1)
+    a, b = fast.table("client_requests"), slow.table("client_requests")
+    assert a.drop("run", "source").equals(b.drop("run", "source"))
+    assert a["source"][25] == "clean.jsonl:26"
+    assert b["source"][25] == "with_blank.jsonl:27"
+    assert a.filter(~pl.col("ok"))["error"].to_list() == ["HTTP Error 502: Bad Gateway"] * 14
+
+
+def test_a_field_whose_type_changes_late_is_still_read(tmp_path):
+    """Type inference covers every line, not a head sample: a late float or text survives."""
+    rows = [{"started_at": "2026-02-24T06:16:02Z", "latency_s": 1, "ok": True}] * 300
+    rows += [{"started_at": "2026-02-24T06:17:02Z", "latency_s": 2.5, "ok": "no", "error": "x"}]
+    path = tmp_path / "late.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = parse(path)[1]
+    table = result.table("client_requests")
+    assert result.parsed == 301
+    assert table["latency_s"][-1] == 2.5
+    assert table["error"][-1] == "x"
+    assert table["ok"].to_list() == [True] * 300 + [False]

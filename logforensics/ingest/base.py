@@ -56,6 +56,42 @@ class SourceFile:
         except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
             raise InputError(f"{self.display}: cannot read: {exc}") from exc
 
+    def read_bytes(self) -> bytes:
+        """The whole file's bytes, not kept: a parser that reads natively calls this once."""
+        return self.__dict__.get("raw") or self._read()
+
+    @property
+    def compressed(self) -> bool:
+        return self._read(2) == b"\x1f\x8b"
+
+    def stream_facts(self) -> tuple[int, dict]:
+        """(lines, byte facts) read in chunks, holding none of the file.
+
+        Whether the bytes are UTF-8 is left unknown (None): a native reader
+        that rejects bad UTF-8 finds it.
+        """
+        opener = gzip.open if self.compressed else open
+        lines, size, start, last = 0, 0, b"", b""
+        try:
+            with opener(self.path, "rb") as handle:
+                while chunk := handle.read(8 << 20):
+                    if len(start) < self.FACT_BYTES:
+                        start += chunk[: self.FACT_BYTES - len(start)]
+                    lines += chunk.count(b"\n")
+                    size += len(chunk)
+                    last = chunk[-1:]
+        except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise InputError(f"{self.display}: cannot read: {exc}") from exc
+        facts = {
+            "undecodable": None,
+            "nul": b"\x00" in start,
+            "crlf": b"\r\n" in start,
+            "final_newline": not size or last == b"\n",
+            "empty": not size,
+            "starts_blank": start[:1].isspace(),
+        }
+        return lines + (0 if facts["final_newline"] else 1), facts
+
     @cached_property
     def raw(self) -> bytes:
         """Whole-document formats (JSON reports, CSV) read the bytes; line formats never keep them."""
@@ -72,9 +108,14 @@ class SourceFile:
         The bytes and the decoded text are dropped once the lines are built:
         only the polars column stays in memory.
         """
-        data = self.__dict__.get("raw") or self._read()
-        self.facts = _facts(data)
-        text = data.decode("utf-8", errors="replace")
+        data = self.read_bytes()
+        try:
+            text = data.decode("utf-8")
+            undecodable = False
+        except UnicodeDecodeError:
+            text = data.decode("utf-8", errors="replace")
+            undecodable = True
+        self.facts = byte_facts(data, undecodable)
         del data
         series = pl.Series("text", [text], dtype=pl.Utf8).str.split("\n").explode()
         del text
@@ -85,10 +126,15 @@ class SourceFile:
             pl.col("text").str.strip_suffix("\r"),
         )
 
+    def release(self) -> None:
+        """Forget the cached bytes, text and lines once the file is parsed."""
+        for name in ("raw", "text", "lines"):
+            self.__dict__.pop(name, None)
+
     @cached_property
     def facts(self) -> dict:
         """Byte-level facts the report notes: not UTF-8, NUL bytes, CRLF, last newline."""
-        return _facts(self.raw)
+        return byte_facts(self.raw)
 
     @property
     def undecodable_bytes(self) -> bool:
@@ -104,12 +150,14 @@ class SourceFile:
         return [line.rstrip("\r") for line in chunk.split("\n")[:n] if line.strip()]
 
 
-def _facts(data: bytes) -> dict:
-    try:
-        data.decode("utf-8")
-        undecodable = False
-    except UnicodeDecodeError:
-        undecodable = True
+def byte_facts(data: bytes, undecodable: bool | None = None) -> dict:
+    """What the report notes about a file's bytes; `undecodable` if the caller already knows."""
+    if undecodable is None:
+        try:
+            data.decode("utf-8")
+            undecodable = False
+        except UnicodeDecodeError:
+            undecodable = True
     start = data[: SourceFile.FACT_BYTES]
     return {
         "undecodable": undecodable,

@@ -268,6 +268,9 @@ class PythonTraceback(LineFormat):
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
         msg = pl.col("msg")
+        # Every frame line holds ", line " and a block needs a frame: one literal scan decides.
+        if not lines.select(msg.str.contains(", line ", literal=True).any()).item():
+            return Claim(records=no_lines())
         is_frame = msg.str.contains(FRAME_RE) | msg.str.contains(BARE_FRAME_RE)
         is_exc = msg.str.contains(EXCEPTION_RE)
         is_chain = msg.str.contains(CHAIN_TEXT)

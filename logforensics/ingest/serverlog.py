@@ -114,43 +114,92 @@ PREFIX_STEPS = (
     ("process", PROCESS_TAG_RE),
     ("vllm", VLLM_STAMP_RE),
 )
-PREFIX_SAMPLE = 2000
+# What every line that carries a layer must start with (or hold): one cheap
+# scan of the whole column says exactly whether the layer occurs in the file,
+# so the costly extraction runs only for layers that do.
+PREFIX_GATES = {
+    "kubectl": pl.col("_rest").str.starts_with("[pod/"),
+    "iso": pl.col("_rest").str.contains(r"^\d{4}-\d{2}-\d{2}[T ]"),
+    "bsd": pl.col("_rest").str.contains(rf"^(?:<\d{{1,3}}>)?(?:{MONTHS}) "),
+    "iso2": pl.col("_rest").str.contains(r"^\d{4}-\d{2}-\d{2}[T ]"),
+    "bracket": pl.col("_rest").str.starts_with("["),
+    "process": pl.col("_rest").str.contains("pid=", literal=True),
+    "vllm": pl.col("_rest").str.contains(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d"),
+}
 
 
-def _strip_prefixes(lines: pl.DataFrame, active: set[str]) -> pl.DataFrame:
-    """Peel the prefix layers in order; a layer not in `active` is skipped (its columns null)."""
-    frame = lines.with_columns(pl.col("text").str.replace_all(ANSI_RE, "").alias("_rest"))
+def _strip_prefixes(lines: pl.DataFrame) -> tuple[pl.DataFrame, set[str]]:
+    """Peel the prefix layers in order; only layers some line carries are extracted.
+
+    Returns the frame (`_rest` gone, `body` added, each present layer's
+    groups as columns) and the names of the layers present.
+    """
+    text = pl.col("text")
+    has_ansi = lines.select(text.str.contains("\x1b", literal=True).any()).item()
+    frame = lines.with_columns(
+        (text.str.replace_all(ANSI_RE, "") if has_ansi else text).alias("_rest")
+    )
+    present = set()
     for name, regex in PREFIX_STEPS:
-        groups = list(re.compile(regex).groupindex)
-        if name not in active:
-            frame = frame.with_columns(pl.lit(None, dtype=pl.Utf8).alias(g) for g in groups)
+        if not frame.select(PREFIX_GATES[name].any()).item():
             continue
+        present.add(name)
         if name == "vllm":
             frame = frame.with_columns(pl.col("_rest").alias("body"))
-        if groups:
+        if re.compile(regex).groupindex:
             frame = frame.with_columns(
                 pl.col("_rest").str.extract_groups(regex).alias("_g")
             ).unnest("_g")
         if name != "vllm":
             frame = frame.with_columns(pl.col("_rest").str.replace(regex, ""))
-    if "vllm" not in active:
+    if "vllm" not in present:
         frame = frame.with_columns(pl.col("_rest").alias("body"))
-    return frame.drop("_rest")
+    return frame.drop("_rest"), present
 
 
-def _prefix_steps_present(lines: pl.DataFrame) -> set[str]:
-    """Which prefix layers occur, judged once per file on a sample spread over it."""
-    if lines.height <= 2 * PREFIX_SAMPLE:
-        return {name for name, _ in PREFIX_STEPS}
-    stride = max(1, lines.height // PREFIX_SAMPLE)
-    sample = pl.concat([lines.head(PREFIX_SAMPLE), lines.gather_every(stride), lines.tail(100)])
-    peeled = _strip_prefixes(sample, {name for name, _ in PREFIX_STEPS})
-    present = set()
-    for name, regex in PREFIX_STEPS:
-        groups = list(re.compile(regex).groupindex)
-        if name == "process" or any(peeled[g].is_not_null().any() for g in groups):
-            present.add(name)
-    return present
+def _frac_precision(frac: str) -> pl.Expr:
+    return (
+        pl.when(pl.col(frac).is_not_null())
+        .then(pl.lit(RUNTIME_PRECISION_S))
+        .otherwise(pl.lit(WHOLE_SECOND_S))
+    )
+
+
+def _layer_times(frame: pl.DataFrame, present: set[str], year: int, server_tz: str):
+    """Each present layer's (time, precision) expressions, outermost first, and the frame."""
+    layers = []
+    if "iso" in present:
+        frame = frame.with_columns(
+            timeparse.parse_iso(frame["iso"].str.replace(",", "."), server_tz).alias("_iso_at")
+        )
+        layers.append((pl.col("_iso_at"), _frac_precision("isofrac")))
+    if "bsd" in present:
+        layers.append(
+            (_roll(_bsd_to_utc(pl.col("bsd"), year, server_tz)), _frac_precision("bsdfrac"))
+        )
+    if "iso2" in present:
+        frame = frame.with_columns(
+            timeparse.parse_iso(frame["iso2"].str.replace(",", "."), server_tz).alias("_iso2_at")
+        )
+        layers.append((pl.col("_iso2_at"), _frac_precision("iso2frac")))
+    if "bracket" in present:
+        frame = frame.with_columns(timeparse.parse_iso(frame["bk"], server_tz).alias("_bk_at"))
+        layers.append((pl.col("_bk_at"), _frac_precision("bkfrac")))
+        bkmd_at = _roll(timeparse.yearless_to_utc(pl.col("bkmd"), year, server_tz))
+        layers.append((bkmd_at, pl.lit(WHOLE_SECOND_S)))
+    if "vllm" in present:
+        vllm_at = _roll(timeparse.yearless_to_utc(pl.col("md"), year, server_tz)) + pl.duration(
+            microseconds=(pl.col("mdfrac").cast(pl.Float64, strict=False).fill_null(0.0) * 1e6)
+            .round(0)
+            .cast(pl.Int64)
+        )
+        precision = (
+            pl.when(pl.col("mdfrac").is_not_null())
+            .then(pl.lit(1e-3))
+            .otherwise(pl.lit(VLLM_STAMP_PRECISION_S))
+        )
+        layers.append((vllm_at, precision))
+    return frame, layers
 
 
 def split_prefixes(
@@ -164,56 +213,37 @@ def split_prefixes(
     its precision is the gap to the next stamped line plus that line's own
     precision (unknown at the end of the file).
     """
-    frame = _strip_prefixes(lines, _prefix_steps_present(lines))
-    # stamps' formats are sniffed once per column, not parsed per line
-    frame = frame.with_columns(
-        timeparse.parse_iso(frame["iso"].str.replace(",", "."), server_tz).alias("_iso_at"),
-        timeparse.parse_iso(frame["iso2"].str.replace(",", "."), server_tz).alias("_iso2_at"),
-        timeparse.parse_iso(frame["bk"], server_tz).alias("_bk_at"),
-    )
-    iso_at = pl.col("_iso_at")
-    bsd_at = _roll(_bsd_to_utc(pl.col("bsd"), year, server_tz))
-    iso2_at = pl.col("_iso2_at")
-    bk_at = pl.col("_bk_at")
-    bkmd_at = _roll(timeparse.yearless_to_utc(pl.col("bkmd"), year, server_tz))
-    vllm_at = _roll(timeparse.yearless_to_utc(pl.col("md"), year, server_tz)) + pl.duration(
-        microseconds=(pl.col("mdfrac").cast(pl.Float64, strict=False).fill_null(0.0) * 1e6)
-        .round(0)
-        .cast(pl.Int64)
-    )
-    own_at = pl.coalesce(iso_at, bsd_at, iso2_at, bk_at, bkmd_at, vllm_at)
-
-    def _frac_precision(frac: str) -> pl.Expr:
-        return (
-            pl.when(pl.col(frac).is_not_null())
-            .then(pl.lit(RUNTIME_PRECISION_S))
-            .otherwise(pl.lit(WHOLE_SECOND_S))
-        )
-
-    own_precision = (
-        pl.when(iso_at.is_not_null())
-        .then(_frac_precision("isofrac"))
-        .when(bsd_at.is_not_null())
-        .then(_frac_precision("bsdfrac"))
-        .when(iso2_at.is_not_null())
-        .then(_frac_precision("iso2frac"))
-        .when(bk_at.is_not_null())
-        .then(_frac_precision("bkfrac"))
-        .when(bkmd_at.is_not_null())
-        .then(pl.lit(WHOLE_SECOND_S))
-        .when(pl.col("md").is_not_null())
-        .then(
-            pl.when(pl.col("mdfrac").is_not_null())
-            .then(pl.lit(1e-3))
-            .otherwise(pl.lit(VLLM_STAMP_PRECISION_S))
-        )
-    )
+    frame, present = _strip_prefixes(lines)
+    frame, layers = _layer_times(frame, present, year, server_tz)
+    null_time = pl.lit(None, dtype=pl.Datetime("us", "UTC"))
+    own_at = pl.coalesce(*(at for at, _ in layers)) if layers else null_time
+    own_precision = pl.lit(None, dtype=pl.Float64)
+    for at, precision in reversed(layers):
+        own_precision = pl.when(at.is_not_null()).then(precision).otherwise(own_precision)
     frame = frame.with_columns(
         own_at.alias("own_at"),
         own_precision.alias("own_precision"),
-        pl.coalesce(pl.col("msg"), pl.col("body")).alias("msg"),
-        pl.coalesce(pl.col("pod"), pl.lit(instance)).alias("instance"),
+        (pl.coalesce(pl.col("msg"), pl.col("body")) if "vllm" in present else pl.col("body")).alias(
+            "msg"
+        ),
+        (pl.col("level") if "vllm" in present else pl.lit(None, dtype=pl.Utf8)).alias("level"),
+        (
+            pl.coalesce(pl.col("pod"), pl.lit(instance))
+            if "kubectl" in present
+            else pl.lit(instance)
+        ).alias("instance"),
     )
+    if not layers:
+        return frame.select(
+            "line_no",
+            "text",
+            "body",
+            "msg",
+            "level",
+            "instance",
+            pl.col("own_at").alias("at"),
+            pl.col("own_precision").alias("at_precision_s"),
+        )
     prev_at = pl.col("own_at").forward_fill()
     next_at = pl.col("own_at").backward_fill()
     gap = (next_at - prev_at).dt.total_microseconds() / 1e6
