@@ -265,3 +265,30 @@ def test_every_line_is_accounted_for_and_valid_lines_are_understood(entries, rol
     status = dict(zip(fates["line_no"].to_list(), fates["status"].to_list(), strict=True))
     for line_no, want in expected.items():
         assert status[line_no] in want, (line_no, chunks[line_no - 1], status[line_no])
+
+
+LINE_BYTES = st.lists(
+    st.sampled_from([b"a", b"\xc3\xa9", b" ", b"\r", b"\n", b"\n", b"\x1f", b"\x00", b'"', b"\xff"]),
+    max_size=60,
+).map(b"".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=LINE_BYTES, gzipped=st.booleans())
+def test_native_line_reading_equals_splitting_the_decoded_text(data, gzipped):
+    """Whichever reader a file takes (polars' native one, or the Python split it falls
+    back to), its lines are the text split at LF, trailing CRs and the empty line after a
+    final newline removed, undecodable bytes replaced, and numbered from 1."""
+    import gzip as gz
+
+    text = data.decode("utf-8", errors="replace").split("\n")
+    if text[-1] == "":
+        text.pop()
+    expected = [line.rstrip("\r") for line in text]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "x.log"
+        path.write_bytes(gz.compress(data) if gzipped else data)
+        lines = SourceFile(path, "x.log", "x").lines
+        assert lines["text"].to_list() == expected
+        assert lines["line_no"].to_list() == list(range(1, len(expected) + 1))
+        assert SourceFile(path, "x.log", "x").facts["undecodable"] == (b"\xff" in data)

@@ -60,9 +60,14 @@ class SourceFile:
         """The whole file's bytes, not kept: a parser that reads natively calls this once."""
         return self.__dict__.get("raw") or self._read()
 
-    @property
+    @cached_property
     def compressed(self) -> bool:
-        return self._read(2) == b"\x1f\x8b"
+        """gzip's magic number (a rotated `.gz`, whatever its name)."""
+        try:
+            with self.path.open("rb") as handle:
+                return handle.read(2) == b"\x1f\x8b"
+        except OSError as exc:
+            raise InputError(f"{self.display}: cannot read: {exc}") from exc
 
     def stream_facts(self) -> tuple[int, dict]:
         """(lines, byte facts) read in chunks, holding none of the file.
@@ -71,13 +76,14 @@ class SourceFile:
         that rejects bad UTF-8 finds it.
         """
         opener = gzip.open if self.compressed else open
-        lines, size, start, last = 0, 0, b"", b""
+        lines, size, start, last, separator = 0, 0, b"", b"", False
         try:
             with opener(self.path, "rb") as handle:
                 while chunk := handle.read(8 << 20):
                     if len(start) < self.FACT_BYTES:
                         start += chunk[: self.FACT_BYTES - len(start)]
                     lines += chunk.count(b"\n")
+                    separator = separator or b"\x1f" in chunk
                     size += len(chunk)
                     last = chunk[-1:]
         except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
@@ -89,6 +95,7 @@ class SourceFile:
             "final_newline": not size or last == b"\n",
             "empty": not size,
             "starts_blank": start[:1].isspace(),
+            "unit_separator": separator,  # the byte the native line reader splits fields at
         }
         return lines + (0 if facts["final_newline"] else 1), facts
 
@@ -105,9 +112,14 @@ class SourceFile:
     def lines(self) -> pl.DataFrame:
         """`line_no` (1-based) and `text`, CR and a final empty line removed.
 
-        The bytes and the decoded text are dropped once the lines are built:
-        only the polars column stays in memory.
+        polars reads the file itself where it can (in parallel, no Python
+        copy); a file it refuses (bytes that are not UTF-8, a line holding the
+        unit-separator byte) is split here instead. Either way only the polars
+        column stays in memory.
         """
+        native = self._native_lines()
+        if native is not None:
+            return native
         data = self.read_bytes()
         try:
             text = data.decode("utf-8")
@@ -123,13 +135,35 @@ class SourceFile:
             series = series.head(series.len() - 1)
         return pl.DataFrame({"text": series}).select(
             pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("line_no"),
-            pl.col("text").str.strip_suffix("\r"),
+            pl.col("text").str.strip_chars_end("\r"),
         )
 
     def release(self) -> None:
         """Forget the cached bytes, text and lines once the file is parsed."""
         for name in ("raw", "text", "lines"):
             self.__dict__.pop(name, None)
+
+    def _native_lines(self) -> pl.DataFrame | None:
+        count, facts = self.stream_facts()
+        if "raw" in self.__dict__ or not count or facts["unit_separator"]:
+            return None
+        try:
+            frame = pl.read_csv(
+                self.path,
+                has_header=False,
+                separator="\x1f",  # ASCII unit separator: files holding one are split here
+                quote_char=None,
+                schema={"text": pl.Utf8},
+            )
+        except (pl.exceptions.PolarsError, OSError):
+            return None
+        if frame.height != count:
+            return None
+        self.facts = {**facts, "undecodable": False}
+        return frame.select(
+            pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("line_no"),
+            pl.col("text").fill_null("").str.strip_chars_end("\r"),
+        )
 
     @cached_property
     def facts(self) -> dict:
