@@ -268,7 +268,9 @@ def test_every_line_is_accounted_for_and_valid_lines_are_understood(entries, rol
 
 
 LINE_BYTES = st.lists(
-    st.sampled_from([b"a", b"\xc3\xa9", b" ", b"\r", b"\n", b"\n", b"\x1f", b"\x00", b'"', b"\xff"]),
+    st.sampled_from(
+        [b"a", b"\xc3\xa9", b" ", b"\r", b"\n", b"\n", b"\x1f", b"\x00", b'"', b"\xff"]
+    ),
     max_size=60,
 ).map(b"".join)
 
