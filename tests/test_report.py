@@ -227,3 +227,24 @@ def test_autoescape_stays_on_and_nothing_is_marked_safe():
     assert html._env.autoescape is True
     template = Path(html.__file__).parent / "templates" / "report.html.j2"
     assert not re.search(r"\|\s*safe\b", template.read_text())
+
+
+def test_many_proxy_errors_shade_bins_by_their_count():
+    """Thousands of proxy errors are one shaded mesh whose darkness follows the count per bin."""
+    import datetime as dt
+
+    import matplotlib.pyplot as plt
+    import polars as pl
+    from matplotlib.collections import QuadMesh
+
+    from logforensics.report import charts
+
+    start = dt.datetime(2026, 2, 24, 6, 0, tzinfo=dt.timezone.utc)
+    # 10 s bins: 1 error in the first, none in the second, 4 in the third
+    offsets = [1.0, 21.0, 22.0, 23.0, 29.0]
+    proxy = pl.DataFrame({"at": [start + dt.timedelta(seconds=s) for s in offsets]})
+    fig, ax = plt.subplots()
+    charts._proxy_error_bins(ax, proxy, 10, lanes=3)
+    (mesh,) = [c for c in ax.collections if isinstance(c, QuadMesh)]
+    assert mesh.get_array().ravel().tolist() == [0.25, 0.0, 1.0]
+    plt.close(fig)

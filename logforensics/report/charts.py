@@ -3,7 +3,8 @@
 Every chart stays small whatever the input: beyond `MAX_REQUEST_LINES`
 requests the timeline draws per-bin counts instead of one bar per request,
 engine stats are reduced to at most `MAX_POINTS` bins per instance (peaks
-kept), and failure shading is merged into at most `MAX_SPANS` spans. A PNG's
+kept), failure shading is merged into at most `MAX_SPANS` spans, and beyond
+`MAX_PROXY_MARKS` proxy errors shade each time bin by their count. A PNG's
 size depends on its pixels, not on the rows behind it.
 
 All time axes are on the servers' clock (client times are shifted by the
@@ -25,6 +26,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
+from matplotlib.colors import LinearSegmentedColormap, to_rgb  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 from logforensics.analysis import Analysis  # noqa: E402
 
@@ -42,6 +45,7 @@ MAX_REQUEST_LINES = 2000  # beyond this the timeline draws counts per time bin
 MAX_BINS = 600
 MAX_POINTS = 1500  # engine-stats points per instance and series
 MAX_SPANS = 150  # shaded failure spans
+MAX_PROXY_MARKS = 200  # beyond this proxy errors shade time bins, not a line each
 BIN_STEPS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
 STYLE = {
     "font.size": 10,
@@ -189,7 +193,10 @@ def timeline(analysis: Analysis, narrow: bool = False) -> dict | None:
         else:
             _timeline_bars(ax, reqs, lanes)
         proxy = analysis.tables["proxy_events"].filter(pl.col("at").is_not_null())
-        if proxy.height:
+        proxy_shaded = proxy.height > MAX_PROXY_MARKS
+        if proxy_shaded:
+            _proxy_error_bins(ax, proxy, bin_seconds(span_s), len(lanes))
+        elif proxy.height:
             ax.vlines(
                 _num(proxy["at"]),
                 -0.5,
@@ -231,7 +238,10 @@ def timeline(analysis: Analysis, narrow: bool = False) -> dict | None:
             plt.Line2D([], [], color=OK_COLOUR, lw=3, label="succeeded"),
             plt.Line2D([], [], color=FAILED_COLOUR, lw=3, label="failed"),
         ]
-        if proxy.height:
+        if proxy_shaded:
+            label = f"proxy errors ({proxy.height:,}; darker = more per bin)"
+            handles.append(Patch(color=PROXY_COLOUR, alpha=0.35, label=label))
+        elif proxy.height:
             handles.append(plt.Line2D([], [], color=PROXY_COLOUR, ls="--", label="proxy error"))
         ax.legend(
             handles=handles,
@@ -241,6 +251,23 @@ def timeline(analysis: Analysis, narrow: bool = False) -> dict | None:
             frameon=False,
         )
         return {"uri": _data_uri(fig, tight=False), "note": note}
+
+
+def _proxy_error_bins(ax, proxy: pl.DataFrame, step: int, lanes: int) -> None:
+    """Too many proxy errors for a line each: shade each time bin by its share of the peak."""
+    binned = proxy.group_by(pl.col("at").dt.truncate(f"{step}s").alias("bin")).len()
+    first = binned["bin"].min()
+    slot = ((binned["bin"] - first).dt.total_seconds() // step).cast(pl.Int64).to_numpy()
+    counts = np.zeros(int(slot.max()) + 1)
+    counts[slot] = binned["len"].to_numpy()
+    width = step / 86400
+    edges = mdates.date2num(first) + width * np.arange(counts.size + 1)
+    shade = LinearSegmentedColormap.from_list(
+        "proxy", [(*to_rgb(PROXY_COLOUR), 0.0), (*to_rgb(PROXY_COLOUR), 0.45)]
+    )
+    ax.pcolormesh(
+        edges, [-0.5, lanes - 0.5], counts[np.newaxis, :] / counts.max(), cmap=shade, zorder=0
+    )
 
 
 def _timeline_bars(ax, reqs: pl.DataFrame, lanes: list[str]) -> None:
@@ -267,29 +294,45 @@ def _timeline_bars(ax, reqs: pl.DataFrame, lanes: list[str]) -> None:
 
 
 def _timeline_counts(ax, reqs: pl.DataFrame, lanes: list[str], step: int) -> dict[str, str]:
-    """Requests started per bin, ok stacked under failed, each lane scaled to its peak."""
+    """Requests started per bin, ok stacked under failed, each lane scaled to its peak.
+
+    Each lane is two filled step outlines (one artist each), not a bar per
+    bin: at a million requests a bar per bin cost seconds to build and draw.
+    """
     binned = (
         reqs.with_columns(pl.col("s").dt.truncate(f"{step}s").alias("bin"))
         .group_by("lane", "bin")
         .agg(pl.col("ok").sum().alias("ok"), (~pl.col("ok")).sum().alias("failed"))
-        .sort("bin")
     )
+    first = binned["bin"].min()
+    binned = binned.with_columns(
+        ((pl.col("bin") - pl.lit(first)).dt.total_seconds() // step).cast(pl.Int64).alias("slot")
+    )
+    slots = int(binned["slot"].max()) + 1
     width = step / 86400
+    edges = mdates.date2num(first) + width * np.arange(slots + 1)
     peaks = {}
     for i, name in enumerate(lanes):
         rows = binned.filter(pl.col("lane") == name)
         if rows.is_empty():
             continue
-        x = _num(rows["bin"])
-        ok = rows["ok"].to_numpy().astype(float)
-        failed = rows["failed"].to_numpy().astype(float)
+        ok, failed = np.zeros(slots), np.zeros(slots)
+        slot = rows["slot"].to_numpy()
+        ok[slot] = rows["ok"].to_numpy()
+        failed[slot] = rows["failed"].to_numpy()
         peak = max(1.0, float((ok + failed).max()))
         base = i + 0.45
         h_ok, h_failed = 0.66 * ok / peak, 0.66 * failed / peak
-        ax.bar(x, -h_ok, width=width, bottom=base, align="edge", color=OK_COLOUR, lw=0)
-        ax.bar(
-            x, -h_failed, width=width, bottom=base - h_ok, align="edge", color=FAILED_COLOUR, lw=0
-        )
+        ax.stairs(base - h_ok, edges, baseline=base, fill=True, color=OK_COLOUR, lw=0)
+        if failed.any():
+            ax.stairs(
+                base - h_ok - h_failed,
+                edges,
+                baseline=base - h_ok,
+                fill=True,
+                color=FAILED_COLOUR,
+                lw=0,
+            )
         peaks[name] = f"  (peak {int(peak):,} per {_fmt_bin(step)})"
     return peaks
 
