@@ -34,13 +34,22 @@ Where each excerpt's exact text comes from (values invented, layout exact):
 """
 
 import datetime as dt
+import math
 from pathlib import Path
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from logforensics import model
-from logforensics.ingest import FILE_FORMATS, ParseContext, SourceFile, detect
+from logforensics.ingest import (
+    FILE_FORMATS,
+    LINE_FORMATS,
+    ParseContext,
+    SourceFile,
+    detect,
+    proxylogs,
+)
 from logforensics.inputs import load
 
 UTC = dt.timezone.utc
@@ -165,6 +174,152 @@ def test_nginx_internal_redirect_separator(tmp_path):
     assert row["upstream_status"] == 200
     assert row["status_origin"] == "upstream" and row["delivery"] == "reached"
     assert row["upstream_time_s"] == pytest.approx(1.401)
+
+
+# Every nginx layout the parser reads: the common one (combined, then one value in each
+# positional upstream variable) that a single regex reads first, and the lines just
+# outside it, which the general regexes read.
+NGINX_HEAD = '10.0.3.7 - - [24/Feb/2026:06:16:03 +0000] "POST /v1/chat/completions HTTP/1.1"'
+NGINX_COMMON_LINES = [
+    f'{NGINX_HEAD} 200 5123 "-" "python-requests/2.32.3" 10.0.0.21:8000 200 1.532 1.531',
+    f'{NGINX_HEAD} 504 167 "-" "python-requests/2.32.3" 10.0.0.22:8000 504 60.002 60.001',
+    f'{NGINX_HEAD} 502 157 "-" "python-requests/2.32.3" vllm_backend 502 0.000 0.000',
+    '10.0.3.7 - - [24/Feb/2026:06:17:07 +0000] "GET /favicon.ico HTTP/1.1" 404 153 "-" '
+    '"curl/8.5.0" - - 0.000 -',
+    '10.0.3.7 - - [24/Feb/2026:15:17:08 +0900] "POST /v1/completions HTTP/1.1" 499 0 "-" '
+    '"Mozilla/5.0 (X11)" 10.0.0.21:8000 - 30.001 30.000',
+    f'{NGINX_HEAD} 502 157 "-" "python-requests/2.32.3" 10.0.0.21:8000 - 0.003 -',
+    '10.0.3.7 - alice [24/Feb/2026:06:17:09 +0000] "POST /v1/chat/completions?x=1 HTTP/2.0" '
+    '500 33 "https://a/b" "ua \\"quoted\\" é" 10.0.0.21:8000 500 0.020 0.019',
+    'fe80::1%eth0 - - [24/Feb/2026:06:16:03 +0000] "GET /x  HTTP/1.1" 200 1 "-" "-" a 200 1.0 1.0',
+]
+NGINX_OTHER_LINES = [
+    # retries and internal redirects
+    f'{NGINX_HEAD} 200 10 "-" "ua" 10.0.0.22:8000, 10.0.0.21:8000 502, 200 1.240 0.000, 1.238',
+    f'{NGINX_HEAD} 200 10 "-" "ua" 10.0.0.1:8000 : 10.0.1.1:8000 504 : 200 1.500 0.500 : 0.900',
+    # ingress-nginx, key=value pairs, plain combined, no referer and agent
+    f'{NGINX_HEAD} 502 150 "-" "Mozilla/5.0" 456 0.002 [default-vllm-svc-8000] [] '
+    "10.244.1.7:8000, 10.244.1.8:8000 0, 0 0.000, 0.001 502, 502 def456abc123",
+    f'{NGINX_HEAD} 502 33 "-" "ua" rt=0.003 ua="10.0.0.21:8000" us="502" urt="0.002" uct="-" rid=ab',
+    f'{NGINX_HEAD} 500 33 "-" "ua" 10.0.0.21:8000 500 0.020 0.019 uct=0.001',
+    f'{NGINX_HEAD} 200 33 "-" "ua" rt=0.010 ua="10.0.0.21:8000" us="200" urt="" rid=ab2',
+    f'{NGINX_HEAD} 502 33 "-" "ua" ua="10.0.0.21:8000" us="502" urt="0.002" uct="0.001"',
+    f'{NGINX_HEAD} 502 33 "-" "ua" ua="10.0.0.21:8000" us="502" urt="0.1, 0.2" uct="-, 0.001"',
+    f'{NGINX_HEAD} 502 157 "-" "python-requests/2.32.3"',
+    f"{NGINX_HEAD} 200 10 10.0.0.21:8000 200 1.0 0.9",
+    # requests, clients and values the common regex leaves to the general ones
+    '10.0.3.7 - - [24/Feb/2026:06:16:03 +0000] "GET /a\\"b HTTP/1.1" 404 0 "-" "ua" - - 0.000 -',
+    '10.0.3.7 - - [24/Feb/2026:06:16:03 +0000] "-" 400 0 "-" "-" - - 0.001 -',
+    '10.0.3.7 - - [24/Feb/2026:06:16:03 +0000] "\\x16\\x03\\x01" 400 157 "-" "-" - - 0.001 -',
+    '10.0.3.7 - - [24/Feb/2026:06:16:03 +0000] "get /x\tHTTP/1.1" 400 0 "-" "-" - - 0.001 -',
+    '10.0.3.7 - - [24/Feb/2026:06:16:03 +0000] "GET /é HTTP/1.1" 404 0 "-" "-" - - 0.001 -',
+    f'{NGINX_HEAD} 200 10 "-" "ua" 10.0.0.21:8000 200 1.240 -0.000 ',
+]
+
+
+def _nginx_tables(tmp_path: Path, lines: list[str]) -> dict[str, pl.DataFrame]:
+    _, result = parse(tmp_path, "".join(f"{line}\n" for line in lines), "nginx.log")
+    return {name: result.table(name) for name in ("proxy_requests", "proxy_events")}
+
+
+def test_nginx_common_layout_regex_is_only_a_shortcut(tmp_path, monkeypatch):
+    lines = NGINX_COMMON_LINES + NGINX_OTHER_LINES
+    common = pl.Series(lines).str.contains(proxylogs.NGINX_COMMON_RE)
+    assert common.to_list() == [True] * len(NGINX_COMMON_LINES) + [False] * len(NGINX_OTHER_LINES)
+    shortcut = _nginx_tables(tmp_path, lines)
+    monkeypatch.setattr(proxylogs, "NGINX_COMMON_RE", r"(?P<client>[^\s\S])")  # matches no line
+    general = _nginx_tables(tmp_path, lines)
+    for name, frame in shortcut.items():
+        assert frame.height
+        assert_frame_equal(frame, general[name], check_exact=True)
+
+
+def test_nginx_single_upstream_values_read_as_lists_would(tmp_path, monkeypatch):
+    lines = NGINX_COMMON_LINES + NGINX_OTHER_LINES
+    shortcut = _nginx_tables(tmp_path, lines)
+    monkeypatch.setattr(proxylogs, "_single_value_facts", proxylogs._listed_facts)
+    listed = _nginx_tables(tmp_path, lines)
+    for name, frame in shortcut.items():
+        assert_frame_equal(frame, listed[name], check_exact=True)
+    assert math.copysign(1.0, shortcut["proxy_requests"]["upstream_time_s"][-1]) == 1.0  # 0.0
+
+
+def test_nginx_mixed_layouts_give_each_line_its_own_row_in_file_order(tmp_path):
+    lines = [
+        line
+        for pair in zip(NGINX_OTHER_LINES, NGINX_COMMON_LINES * 3, strict=False)
+        for line in pair
+    ]
+    mixed = _nginx_tables(tmp_path, lines)
+    alone = [_nginx_tables(tmp_path, [line]) for line in lines]
+    for name, frame in mixed.items():
+        expected = pl.concat(
+            tables[name].with_columns(pl.lit(f"nginx.log:{number}").alias("source"))
+            for number, tables in enumerate(alone, start=1)
+        )
+        assert_frame_equal(frame, expected, check_exact=True)
+    assert mixed["proxy_requests"].height == len(lines)
+
+
+def test_traefik_and_nginx_lines_in_one_file(tmp_path):
+    traefik = (
+        '10.0.3.7 - - [24/Feb/2026:06:16:04 +0000] "POST /v1/chat/completions HTTP/1.1" 200 5000 '
+        '"-" "curl/8.5.0" 4712 "vllm@kubernetescrd" "http://10.0.0.21:8000" 1532ms'
+    )
+    text = f"{traefik}\n{NGINX_COMMON_LINES[0]}\n{traefik}\n"
+    _, result = parse(tmp_path, text, "edge.log")
+    assert result.formats == ["traefik_clf", "nginx_access"]
+    rows = by_line(result.table("proxy_requests"))
+    assert rows["upstream"].to_list() == [
+        "http://10.0.0.21:8000",
+        "10.0.0.21:8000",
+        "http://10.0.0.21:8000",
+    ]
+
+
+def test_lines_read_in_chunks_parse_as_in_one(tmp_path):
+    """polars reads a big file in parallel chunks: a format's lines may all sit in a later one.
+
+    (polars 2.1's `pl.format` panicked on a text column whose first chunk was
+    empty, which filtering such lines leaves.)
+    """
+    later = [
+        NGINX_COMMON_LINES[1],
+        NGINX_OTHER_LINES[0],
+        "10.0.3.7:40000 [24/Feb/2026:06:16:03.100] fe be/vllm1 0/0/1/-1/40 502 217 - - SH-- "
+        '1/1/0/0/0 0/0 "POST /v1/chat/completions HTTP/1.1"',
+        "2026/02/24 06:16:06 [error] 29#29: *4515 upstream timed out (110: Connection timed out) "
+        'while reading response header from upstream, client: 10.0.3.7, server: _, request: "POST '
+        '/v1/chat/completions HTTP/1.1", upstream: "http://10.0.0.22:8000/v1/chat/completions"',
+        '[2026-02-24T06:16:03.000Z] "POST /v1/chat/completions HTTP/1.1" 503 UF 1234 0 7 - "-" '
+        '"python-requests/2.32.3" "rid-1" "llm.internal" "10.0.0.21:8000"',
+    ]
+    texts = [
+        'INFO:     10.0.3.7:5000 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+    ] * 3 + later * 2
+
+    # As polars reads a file: the text in chunks, beside a `line_no` counted in one.
+    text = pl.Series("text", texts[:3]).append(pl.Series("text", texts[3:]))
+    chunked = pl.DataFrame({"line_no": range(1, len(texts) + 1)}).with_columns(
+        text,
+        text.alias("body"),
+        text.alias("msg"),
+        pl.lit(None, dtype=pl.Utf8).alias("level"),
+        pl.lit("lb").alias("instance"),
+        pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("at"),
+        pl.lit(None, dtype=pl.Float64).alias("at_precision_s"),
+        pl.lit("proxy").alias("file_role"),
+        pl.lit("UTC").alias("file_tz"),
+    )
+    assert (chunked["msg"].n_chunks(), chunked["line_no"].n_chunks()) == (2, 1)
+    source = SourceFile(tmp_path / "lb.log", "lb.log", "lb")
+    formats = ("nginx_access", "haproxy_http", "nginx_error", "envoy_access")
+    for fmt in (LINE_FORMATS[name] for name in formats):
+        claim, whole = fmt.extract(chunked, source), fmt.extract(chunked.rechunk(), source)
+        assert claim.records.len() == 2 * (1 + (fmt.name == "nginx_access")), fmt.name
+        assert claim.tables.keys() == whole.tables.keys()
+        for name, frame in claim.tables.items():
+            assert_frame_equal(frame, whole.tables[name], check_exact=True)
 
 
 def test_plain_combined_cannot_tell_origin_or_delivery(tmp_path):

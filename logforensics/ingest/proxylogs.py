@@ -101,7 +101,17 @@ class ProxyLineFormat(RegexLineFormat):
     proxy = True
     order = 30
 
-    def parsed(self, lines: pl.DataFrame, regex: str) -> pl.DataFrame:
+    def parsed(self, lines: pl.DataFrame, regex: str, needs: pl.Expr | None = None) -> pl.DataFrame:
+        """The lines `regex` matches, with its groups.
+
+        `needs` is a cheap literal test every such line passes: run first, it
+        spares the regex the lines of another format (serverlog offers every
+        format the whole file, an nginx log to Traefik before nginx).
+        """
+        if needs is not None:
+            candidates = lines.select(needs).to_series()
+            if not candidates.all():
+                lines = lines.filter(candidates)
         return (
             lines.filter(pl.col("msg").str.contains(regex))
             .with_columns(pl.col("msg").str.extract_groups(regex).alias("_g"))
@@ -109,13 +119,27 @@ class ProxyLineFormat(RegexLineFormat):
         )
 
 
+def _format(template: str, *args: pl.Expr) -> pl.Expr:
+    """`pl.format(template, *args)` (null if an argument is), built with `concat_str`.
+
+    polars 2.1's `pl.format` panics on a text column whose first chunk is
+    empty, which filtering lines that polars read in parallel chunks leaves.
+    """
+    texts = template.split("{}")
+    pieces = [pl.lit(texts[0])]
+    for arg, text in zip(args, texts[1:], strict=True):
+        pieces += [arg, pl.lit(text)]
+    return pl.concat_str(pieces)
+
+
 def _events(
     frame: pl.DataFrame, kind: pl.Expr, detail: pl.Expr, source: SourceFile
 ) -> pl.DataFrame:
-    """`proxy_events` for the rows whose `kind` is not null."""
+    """`proxy_events` for the rows whose `kind` is not null (`detail` is written for those only)."""
     return (
-        frame.with_columns(kind.alias("_kind"), detail.alias("_detail"))
+        frame.with_columns(kind.alias("_kind"))
         .filter(pl.col("_kind").is_not_null())
+        .with_columns(detail.alias("_detail"))
         .select(
             "at",
             pl.lit(None, dtype=pl.Utf8).alias("instance"),
@@ -132,9 +156,9 @@ def _events(
 
 QUOTED = r'"(?:[^"\\]|\\.)*"'
 NGINX_CLF_RE = (
-    r"^(?P<client>\S+) - (?P<user>\S+) \[(?P<time>\d{2}/\w{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4})\] "
-    r'"(?P<request>(?:[^"\\]|\\.)*)" (?P<status>\d{3}) (?P<bytes>\d+|-)'
-    rf"(?: (?P<referer>{QUOTED}) (?P<agent>{QUOTED}))?(?P<rest>.*)$"
+    r"^(?P<client>\S+) - \S+ \[(?P<time>\d{2}/\w{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4})\] "
+    r'"(?P<request>(?:[^"\\]|\\.)*)" (?P<status>\d{3}) (?:\d+|-)'
+    rf"(?: {QUOTED} {QUOTED})?(?P<rest>.*)$"
 )
 # One upstream variable: values between attempts ", ", between redirects " : ".
 LIST = r"[^\s,]+(?:(?:, | : )[^\s,]+)*"
@@ -143,6 +167,24 @@ INGRESS_REST_RE = (
     rf"(?P<ua>{LIST}) (?P<url>{LIST}) (?P<urt>{LIST}) (?P<us>{LIST}) (?P<rid>\S+)"
 )
 POSITIONAL_REST_RE = rf"^ (?P<ua>{LIST}) (?P<us>{LIST}) (?P<rt>\d+\.\d+) (?P<urt>{LIST})\s*$"
+# The common layout in one regex: combined with referer and agent, a request
+# ``METHOD path …`` (the path printable ASCII, no `"` or `\`), then one value (no
+# retry list, no `=`) in each positional upstream variable. Its ASCII classes are
+# subsets of the general regexes' Unicode ones, which keeps the regex engine on its
+# fast path; a line it matches is read by the general regexes (and REQUEST_RE) into
+# the same fields.
+VISIBLE = r"[!-~]+"
+ONE_VALUE = r"[!-+\--<>-~]+"  # printable ASCII but `,` and `=`
+PATH = r"[!#-\[\]-~]+"  # printable ASCII but `"` and `\`
+NGINX_COMMON_RE = (
+    rf"^(?P<client>{VISIBLE}) - {VISIBLE} "
+    r"\[(?P<time>[0-9]{2}/[A-Za-z]{3}/[0-9]{4}:[0-9]{2}:[0-9]{2}:[0-9]{2} [+-][0-9]{4})\] "
+    rf'"(?P<request>(?P<method>[A-Z]+) (?P<path>{PATH})(?: (?:[^"\\]|\\.)*)?)" '
+    r"(?P<status>[0-9]{3}) (?:[0-9]+|-) "
+    rf"{QUOTED} {QUOTED} (?P<ua>{ONE_VALUE}) (?P<us>{ONE_VALUE}) "
+    rf"(?P<rt>[0-9]+\.[0-9]+) (?P<urt>{ONE_VALUE})$"
+)
+REQUEST_RE = r"^(?P<method>[A-Z]+) (?P<path>\S+)?"
 KV_NAMES = {
     "rt": r"(?:rt|request_time)",
     "ua": r"(?:ua|upstream_addr|upstream|upstream_address)",
@@ -151,6 +193,11 @@ KV_NAMES = {
     "uct": r"(?:uct|upstream_connect_time)",
     "rid": r"(?:rid|request_id|req_id|x_request_id|xrid)",
 }
+# The fields every layout is read into, in one order (its pieces are concatenated).
+NGINX_FIELDS = (
+    "line_no", "instance", "at", "client", "time", "request", "method", "path", "status",
+    "ua", "us", "rt", "urt", "uct", "rid",
+)  # fmt: skip
 
 
 def _kv(name: str) -> pl.Expr:
@@ -170,6 +217,113 @@ def _items(col: str) -> pl.Expr:
 def _is_group_name(value: pl.Expr) -> pl.Expr:
     """nginx writes the upstream block's name when no server could be selected."""
     return value.is_not_null() & (value != "-") & ~value.str.contains(r"[:/]")
+
+
+def _read(lines: pl.DataFrame, regex: str) -> pl.DataFrame:
+    """Every line with `regex`'s groups, in one regex pass; `client` is null where it fails.
+
+    (Every layout's regex captures `client` in every match.)
+    """
+    groups = lines.select(pl.col("msg").str.extract_groups(regex)).unnest("msg")
+    return pl.concat([lines.select("line_no", "instance", "at"), groups], how="horizontal")
+
+
+def _in_file_order(rows: pl.DataFrame) -> pl.DataFrame:
+    """The rows some layout read (`client` set), by `line_no`: one gather of the narrow rows."""
+    read = pl.col("client").is_not_null()
+    order = rows.select(
+        pl.int_range(pl.len(), dtype=pl.UInt32).filter(read).sort_by(pl.col("line_no").filter(read))
+    ).to_series()
+    return rows[order]
+
+
+def _general_layouts(lines: pl.DataFrame) -> list[pl.DataFrame]:
+    """Lines the common layout missed: ingress-nginx, ``key=value`` pairs, retry lists, plain."""
+    hits = _read(lines, NGINX_CLF_RE).filter(pl.col("client").is_not_null())
+    hits = hits.with_columns(pl.col("request").str.extract_groups(REQUEST_RE).alias("_r")).unnest(
+        "_r"
+    )
+    ingress = pl.col("rest").str.extract_groups(INGRESS_REST_RE).alias("_i")
+    positional = pl.col("rest").str.extract_groups(POSITIONAL_REST_RE).alias("_p")
+    hits = hits.with_columns(ingress, positional).with_columns(
+        pl.coalesce(pl.col("_i").struct.field(name), pl.col("_p").struct.field(name)).alias(name)
+        for name in ("ua", "us", "rt", "urt")
+    )
+    hits = hits.with_columns(pl.col("_i").struct.field("rid").alias("rid"))
+    # A key=value pair needs an `=`: only lines holding one are searched for the six keys.
+    has_pairs = hits["rest"].str.contains("=", literal=True)
+    pairs = hits.filter(has_pairs).with_columns(
+        *(pl.coalesce(name, _kv(name)).alias(name) for name in ("ua", "us", "rt", "urt", "rid")),
+        _kv("uct").alias("uct"),
+    )
+    plain = hits.filter(~has_pairs).with_columns(pl.lit(None, dtype=pl.Utf8).alias("uct"))
+    return [pairs.select(NGINX_FIELDS), plain.select(NGINX_FIELDS)]
+
+
+def _unsigned_zero(seconds: pl.Expr) -> pl.Expr:
+    """0.0 for ``-0.000``: polars' list sum keeps or drops that sign depending on other rows."""
+    return pl.when(seconds == 0).then(0.0).otherwise(seconds)
+
+
+def _single_value_facts() -> list[pl.Expr]:
+    """What the upstream variables say, where each holds one value (or none).
+
+    They equal `_listed_facts` on every such row where it matters: where a
+    variable is null, these give false or 0.0 and the lists null, which every
+    use below reads the same way.
+    """
+    last_status = pl.col("us").cast(pl.Int64, strict=False)
+    return [
+        last_status.alias("_last_us"),
+        (last_status.is_not_null() & ~last_status.is_in([502, 504])).alias("_answer_ok"),
+        pl.col("uct").cast(pl.Float64, strict=False).is_not_null().alias("_connected"),
+        (_is_group_name(pl.col("ua")) & pl.col("ua").is_not_null()).alias("_group"),
+        _unsigned_zero(pl.col("urt").cast(pl.Float64, strict=False).fill_null(0.0)).alias(
+            "_urt_sum"
+        ),
+    ]
+
+
+def _listed_facts() -> list[pl.Expr]:
+    """What the upstream variables say, from lists of attempts (retries, internal redirects).
+
+    `_last_us`: the last attempt's status; `_answer_ok`: an attempt got an
+    answer nginx did not make up (not 502/504); `_connected`: an attempt logged
+    a connect time; `_group`: every address is an upstream group's name;
+    `_urt_sum`: the attempts' response times added up.
+    """
+    statuses = _items("us").list.eval(pl.element().cast(pl.Int64, strict=False))
+    return [
+        statuses.list.last().alias("_last_us"),
+        statuses.list.eval(pl.element().is_not_null() & ~pl.element().is_in([502, 504]))
+        .list.any()
+        .alias("_answer_ok"),
+        _items("uct")
+        .list.eval(pl.element().cast(pl.Float64, strict=False).is_not_null())
+        .list.any()
+        .alias("_connected"),
+        (
+            _items("ua").list.eval(_is_group_name(pl.element())).list.all()
+            & pl.col("ua").is_not_null()
+        ).alias("_group"),
+        _unsigned_zero(
+            _items("urt").list.eval(pl.element().cast(pl.Float64, strict=False)).list.sum()
+        ).alias("_urt_sum"),
+    ]
+
+
+def _with_upstream_facts(frame: pl.DataFrame) -> list[pl.DataFrame]:
+    """`frame` with the upstream facts; only rows logging several attempts are split into lists."""
+    listed = pl.any_horizontal(
+        pl.col(name).str.contains(", | : ") for name in ("ua", "us", "urt", "uct")
+    ).fill_null(False)
+    is_listed = frame.select(listed).to_series()
+    if not is_listed.any():
+        return [frame.with_columns(_single_value_facts())]
+    return [
+        frame.filter(~is_listed).with_columns(_single_value_facts()),
+        frame.filter(is_listed).with_columns(_listed_facts()),
+    ]
 
 
 @register_line_format
@@ -201,6 +355,10 @@ class NginxAccess(ProxyLineFormat):
     attempt proves it reached one; a connect time logged for an attempt
     (``$upstream_connect_time``) proves the connection was made; else unknown.
     A plain ``combined`` line cannot tell either.
+
+    Speed: most lines are in one layout (`NGINX_COMMON_RE`), read by one regex
+    with no list of attempts to split; only the other lines go through the
+    general regexes, and only lines logging several attempts are split.
     """
 
     name = "nginx_access"
@@ -208,126 +366,126 @@ class NginxAccess(ProxyLineFormat):
     pattern = NGINX_CLF_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
-        hits = self.parsed(lines, NGINX_CLF_RE)
-        if hits.is_empty():
+        common = _read(lines, NGINX_COMMON_RE)
+        in_common = common["client"].is_not_null()
+        parts = []
+        if in_common.any():
+            # A line in another layout stays an empty row (no `client`) until one gather
+            # of the narrow rows drops it: cheaper than filtering the captured text here.
+            common = common.with_columns(
+                pl.lit(None, dtype=pl.Utf8).alias("uct"), pl.lit(None, dtype=pl.Utf8).alias("rid")
+            ).select(NGINX_FIELDS)
+            parts.append(_requests_and_failures(common.with_columns(_single_value_facts())))
+        del common  # its captured text is done with: free it before the other layouts
+        if not in_common.all():
+            others = lines.select("line_no", "instance", "at", "msg")
+            if in_common.any():
+                others = others.filter(~in_common)
+            for layout in _general_layouts(others):
+                parts += [_requests_and_failures(piece) for piece in _with_upstream_facts(layout)]
+        if not parts:
             return Claim(records=no_lines())
-        hits = (
-            hits.with_columns(pl.col("rest").str.extract_groups(INGRESS_REST_RE).alias("_i"))
-            .unnest("_i")
-            .rename({"ua": "i_ua", "us": "i_us", "rt": "i_rt", "urt": "i_urt", "rid": "i_rid"})
-            .with_columns(pl.col("rest").str.extract_groups(POSITIONAL_REST_RE).alias("_p"))
-            .unnest("_p")
-            .with_columns(
-                pl.coalesce("i_ua", "ua", _kv("ua")).alias("ua"),
-                pl.coalesce("i_us", "us", _kv("us")).alias("us"),
-                pl.coalesce("i_rt", "rt", _kv("rt")).alias("rt"),
-                pl.coalesce("i_urt", "urt", _kv("urt")).alias("urt"),
-                _kv("uct").alias("uct"),
-                pl.coalesce("i_rid", _kv("rid")).alias("rid"),
-            )
-        )
-        statuses = _items("us").list.eval(pl.element().cast(pl.Int64, strict=False))
-        addrs = _items("ua")
-        last_addr = addrs.list.last()
-        last_us = statuses.list.last()
-        answer_ok = statuses.list.eval(
-            pl.element().is_not_null() & ~pl.element().is_in([502, 504])
-        ).list.any()
-        connected = (
-            _items("uct")
-            .list.eval(pl.element().cast(pl.Float64, strict=False).is_not_null())
-            .list.any()
-        )
-        no_upstream = pl.col("ua") == "-"
-        group = (
-            addrs.list.eval(_is_group_name(pl.element())).list.all() & pl.col("ua").is_not_null()
-        )
-        logged = pl.col("ua").is_not_null()
-        status = pl.col("status").cast(pl.Int64)
-        frame = hits.with_columns(
-            status.alias("http_status"),
-            pl.when(no_upstream).then(None).otherwise(pl.col("ua")).alias("upstream"),
-            last_us.alias("upstream_status"),
-            pl.when(~logged)
-            .then(pl.lit("unknown"))
-            .when(no_upstream | group)
-            .then(pl.lit("proxy"))
-            .when(last_us.is_in([502, 504]))
-            .then(pl.lit("proxy"))
-            .when(last_us == status)
-            .then(pl.lit("upstream"))
-            .otherwise(pl.lit("proxy"))
-            .alias("status_origin"),
-            pl.when(~logged)
-            .then(pl.lit("unknown"))
-            .when(answer_ok)
-            .then(pl.lit("reached"))
-            .when(no_upstream | group)
-            .then(pl.lit("refused"))
-            .when(pl.col("uct").is_not_null() & connected)
-            .then(pl.lit("reached"))
-            .when(pl.col("uct").is_not_null())
-            .then(pl.lit("refused"))
-            .otherwise(pl.lit("unknown"))
-            .alias("delivery"),
-            pl.coalesce(_clf_time("time"), pl.col("at")).alias("at"),
-            pl.col("rt").cast(pl.Float64, strict=False).alias("request_time_s"),
-            _items("urt")
-            .list.eval(pl.element().cast(pl.Float64, strict=False))
-            .list.sum()
-            .alias("upstream_time_s"),
-            pl.col("request").str.extract(r"^([A-Z]+) ", 1).alias("method"),
-            pl.col("request").str.extract(r"^[A-Z]+ (\S+)", 1).alias("path"),
-            _dash_null("rid").alias("request_id"),
-            group.alias("_group"),
-            last_addr.alias("_last"),
-        )
-        rows = frame.select(
-            "at",
-            pl.col("instance").alias("proxy"),
-            "client",
-            "method",
-            "path",
-            "http_status",
-            "upstream",
-            "upstream_status",
-            "status_origin",
-            "delivery",
-            "request_time_s",
-            pl.when(pl.col("urt").is_null() | (pl.col("urt") == "-"))
-            .then(None)
-            .otherwise(pl.col("upstream_time_s"))
-            .alias("upstream_time_s"),
-            "request_id",
-            _src(source),
-        )
-        st = pl.col("http_status")
-        kind = (
-            pl.when(st < 500)
-            .then(None)
-            .when(pl.col("_group"))
-            .then(pl.lit("no_live_upstream"))
-            .when(pl.col("status_origin") == "upstream")
-            .then(pl.lit("upstream_5xx"))
-            .when(st == 504)
-            .then(pl.lit("timeout"))
-            .when(st == 502)
-            .then(pl.lit("bad_gateway"))
-            .when(st == 503)
-            .then(pl.lit("unavailable"))
-            .otherwise(pl.lit("http_5xx"))
-        )
-        detail = pl.format(
-            "nginx answered {} to {} (upstream {}, upstream status {})",
-            pl.col("http_status"),
-            pl.col("request"),
-            pl.coalesce(pl.col("ua"), pl.lit("not logged")),
-            pl.coalesce(pl.col("us"), pl.lit("not logged")),
-        )
+        rows = pl.concat([rows for rows, _ in parts])
+        failures = pl.concat([failures for _, failures in parts])
+        if not in_common.all():
+            rows, failures = _in_file_order(rows), failures.sort("line_no")
+        if rows.is_empty():
+            return Claim(records=no_lines())
         return Claim(
-            records=hits["line_no"],
-            tables={"proxy_requests": rows, "proxy_events": _events(frame, kind, detail, source)},
+            records=rows["line_no"],
+            tables={
+                "proxy_requests": rows.with_columns(_src(source)).drop("line_no"),
+                "proxy_events": _events(failures, pl.col("_kind"), pl.col("_detail"), source),
+            },
         )
+
+
+def _requests_and_failures(hits: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(`proxy_requests` rows, failures for `proxy_events`) of one layout's lines, with `line_no`."""
+    last_us = pl.col("_last_us")
+    group = pl.col("_group")
+    no_upstream = pl.col("ua") == "-"
+    logged = pl.col("ua").is_not_null()
+    status = pl.col("status").cast(pl.Int64)
+    frame = hits.with_columns(
+        status.alias("http_status"),
+        pl.when(no_upstream).then(None).otherwise(pl.col("ua")).alias("upstream"),
+        last_us.alias("upstream_status"),
+        pl.when(~logged)
+        .then(pl.lit("unknown"))
+        .when(no_upstream | group)
+        .then(pl.lit("proxy"))
+        .when(last_us.is_in([502, 504]))
+        .then(pl.lit("proxy"))
+        .when(last_us == status)
+        .then(pl.lit("upstream"))
+        .otherwise(pl.lit("proxy"))
+        .alias("status_origin"),
+        pl.when(~logged)
+        .then(pl.lit("unknown"))
+        .when(pl.col("_answer_ok"))
+        .then(pl.lit("reached"))
+        .when(no_upstream | group)
+        .then(pl.lit("refused"))
+        .when(pl.col("uct").is_not_null() & pl.col("_connected"))
+        .then(pl.lit("reached"))
+        .when(pl.col("uct").is_not_null())
+        .then(pl.lit("refused"))
+        .otherwise(pl.lit("unknown"))
+        .alias("delivery"),
+        pl.coalesce(_clf_time("time"), pl.col("at")).alias("at"),
+        pl.col("rt").cast(pl.Float64, strict=False).alias("request_time_s"),
+        pl.when(pl.col("urt").is_null() | (pl.col("urt") == "-"))
+        .then(None)
+        .otherwise(pl.col("_urt_sum"))
+        .alias("upstream_time_s"),
+        _dash_null("rid").alias("request_id"),
+    )
+    rows = frame.select(
+        "line_no",
+        "at",
+        pl.col("instance").alias("proxy"),
+        "client",
+        "method",
+        "path",
+        "http_status",
+        "upstream",
+        "upstream_status",
+        "status_origin",
+        "delivery",
+        "request_time_s",
+        "upstream_time_s",
+        "request_id",
+    )
+    st = pl.col("http_status")
+    kind = (
+        pl.when(st < 500)
+        .then(None)
+        .when(group)
+        .then(pl.lit("no_live_upstream"))
+        .when(pl.col("status_origin") == "upstream")
+        .then(pl.lit("upstream_5xx"))
+        .when(st == 504)
+        .then(pl.lit("timeout"))
+        .when(st == 502)
+        .then(pl.lit("bad_gateway"))
+        .when(st == 503)
+        .then(pl.lit("unavailable"))
+        .otherwise(pl.lit("http_5xx"))
+    )
+    detail = _format(
+        "nginx answered {} to {} (upstream {}, upstream status {})",
+        pl.col("http_status"),
+        pl.col("request"),
+        pl.coalesce(pl.col("ua"), pl.lit("not logged")),
+        pl.coalesce(pl.col("us"), pl.lit("not logged")),
+    )
+    failures = (
+        frame.with_columns(kind.alias("_kind"))
+        .filter(pl.col("_kind").is_not_null() & pl.col("client").is_not_null())
+        .select("line_no", "at", "_kind", "http_status", "upstream", detail.alias("_detail"))
+    )
+    return rows, failures
 
 
 # ------------------------------------------------------------------ Traefik CLF
@@ -357,7 +515,7 @@ class TraefikClf(ProxyLineFormat):
     pattern = TRAEFIK_CLF_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
-        hits = self.parsed(lines, TRAEFIK_CLF_RE)
+        hits = self.parsed(lines, TRAEFIK_CLF_RE, needs=pl.col("msg").str.ends_with("ms"))
         service = _dash_null("service")
         status = pl.col("status").cast(pl.Int64, strict=False)
         gateway_error = status.is_in([502, 503, 504])
@@ -387,7 +545,7 @@ class TraefikClf(ProxyLineFormat):
                 "proxy_events": _events(
                     frame,
                     _status_kind(pl.col("http_status"), service.is_null()),
-                    pl.format(
+                    _format(
                         "traefik answered {} to {} {} (router {}, service {})",
                         pl.col("http_status"),
                         pl.col("method"),
@@ -483,7 +641,7 @@ class TraefikJson(ProxyLineFormat):
         events = _events(
             frame,
             _status_kind(pl.col("http_status"), pl.col("upstream").is_null()),
-            pl.format(
+            _format(
                 "traefik answered {} to {} {} (origin status {})",
                 pl.col("http_status"),
                 pl.col("method"),
@@ -546,11 +704,11 @@ class NginxError(ProxyLineFormat):
                 text.str.extract(r', upstream: "[a-z]+://([^/"]+)', 1),
                 text.str.extract(r"^connect\(\) to (\S+) failed", 1),
             ).alias("upstream"),
-            pl.format(
+            _format(
                 "{}{}; client {}, request {}",
                 message,
                 pl.coalesce(
-                    pl.format(" while {}", text.str.extract(r" while (.*?)(?:, client: |$)", 1)),
+                    _format(" while {}", text.str.extract(r" while (.*?)(?:, client: |$)", 1)),
                     pl.lit(""),
                 ),
                 pl.coalesce(text.str.extract(r", client: ([^,]+)", 1), pl.lit("?")),
@@ -675,7 +833,7 @@ class EnvoyAccess(ProxyLineFormat):
             .when(pl.col("http_status") >= 500)
             .then(pl.lit("upstream_5xx"))
         )
-        detail = pl.format(
+        detail = _format(
             "envoy {} {} {} flags {} upstream {}",
             pl.coalesce(pl.col("http_status").cast(pl.Utf8), pl.lit("(no response)")),
             pl.col("method"),
@@ -759,7 +917,7 @@ class HaproxyHttp(ProxyLineFormat):
             pl.when(status > 0).then(status).alias("http_status"),
             pl.when(nosrv)
             .then(pl.col("backend"))
-            .otherwise(pl.format("{}/{}", pl.col("backend"), pl.col("server")))
+            .otherwise(_format("{}/{}", pl.col("backend"), pl.col("server")))
             .alias("upstream"),
             pl.when(phase.is_in(["D", "L"]) | ((cause == "-") & ~nosrv))
             .then(pl.lit("upstream"))
@@ -792,7 +950,7 @@ class HaproxyHttp(ProxyLineFormat):
             .when((pl.col("status_origin") == "upstream") & (pl.col("http_status") >= 500))
             .then(pl.lit("upstream_5xx"))
         )
-        detail = pl.format(
+        detail = _format(
             "haproxy {} {} state {} via {}/{} timers {}/{}/{}/{}/{}",
             pl.coalesce(pl.col("http_status").cast(pl.Utf8), pl.lit("-1")),
             pl.coalesce(pl.col("request"), pl.lit("?")),
@@ -876,7 +1034,7 @@ class LitellmProxy(ProxyLineFormat):
         )
         rows = _requests(frame, source)
         kind = pl.when(~ok & ~client_error).then(exc_kind)
-        detail = pl.format("litellm call to {}: {}", pl.col("model"), outcome)
+        detail = _format("litellm call to {}: {}", pl.col("model"), outcome)
         used = calls["line_no"]
         noise = hits.filter(pl.col("model").is_null())["line_no"]
         return Claim(
