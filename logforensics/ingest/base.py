@@ -163,7 +163,7 @@ class SourceFile:
         return frame.select(
             pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("line_no"),
             pl.col("text").fill_null("").str.strip_chars_end("\r"),
-        )
+        ).rechunk()  # one chunk, as the split path gives (see proxylogs._format: a 2.1 panic)
 
     @cached_property
     def facts(self) -> dict:
