@@ -76,7 +76,7 @@ class SourceFile:
         that rejects bad UTF-8 finds it.
         """
         opener = gzip.open if self.compressed else open
-        lines, size, start, last, separator = 0, 0, b"", b"", False
+        lines, size, start, last, separator, cr = 0, 0, b"", b"", False, False
         try:
             with opener(self.path, "rb") as handle:
                 while chunk := handle.read(8 << 20):
@@ -84,6 +84,7 @@ class SourceFile:
                         start += chunk[: self.FACT_BYTES - len(start)]
                     lines += chunk.count(b"\n")
                     separator = separator or b"\x1f" in chunk
+                    cr = cr or b"\r" in chunk
                     size += len(chunk)
                     last = chunk[-1:]
         except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
@@ -96,6 +97,7 @@ class SourceFile:
             "empty": not size,
             "starts_blank": start[:1].isspace(),
             "unit_separator": separator,  # the byte the native line reader splits fields at
+            "cr": cr,  # any carriage return at all (CRLF ends are stripped)
         }
         return lines + (0 if facts["final_newline"] else 1), facts
 
@@ -160,9 +162,10 @@ class SourceFile:
         if frame.height != count:
             return None
         self.facts = {**facts, "undecodable": False}
+        text = pl.col("text").fill_null("") if frame["text"].has_nulls() else pl.col("text")
         return frame.select(
             pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("line_no"),
-            pl.col("text").fill_null("").str.strip_chars_end("\r"),
+            text.str.strip_chars_end("\r") if facts["cr"] else text,
         ).rechunk()  # one chunk, as the split path gives (see proxylogs._format: a 2.1 panic)
 
     @cached_property
