@@ -86,17 +86,38 @@ def estimate_offset(
     well: then the one nearest `prefer` (clocks agree) is kept, which is all
     such logs can support.
     """
+    points, widths = _record_points(records)
+    return _fit(points, widths, _end_times(client), forced, prefer)
+
+
+def _end_times(client: pl.DataFrame) -> np.ndarray:
+    """Sorted ends of the successful requests: sorted once, reused by every fit."""
     ends = client.filter(pl.col("ok") & pl.col("ended_at").is_not_null()).select(
         _seconds("ended_at")
     )
+    return np.sort(ends.to_series().to_numpy()) if ends.height else np.array([])
+
+
+def _record_points(records: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Times (sorted) and precisions of the 2xx records an offset is judged on."""
     ok_records = records.filter(pl.col("http_status").is_between(200, 299))
     precise = ok_records.filter(pl.col("at_precision_s").fill_null(0.0) <= MATCH_TOLERANCE_S)
     if precise.height >= INSTANCE_MIN_MATCHES or precise.height == ok_records.height:
         ok_records = precise
     points = ok_records.select(_seconds("at"), pl.col("at_precision_s").fill_null(0.0)).sort("at")
-    ends_arr = np.sort(ends.to_series().to_numpy()) if ends.height else np.array([])
-    points_arr = points["at"].to_numpy() if points.height else np.array([])
-    widths = points["at_precision_s"].to_numpy() if points.height else np.array([])
+    if not points.height:
+        return np.array([]), np.array([])
+    return points["at"].to_numpy(), points["at_precision_s"].to_numpy()
+
+
+def _fit(
+    points_arr: np.ndarray,
+    widths: np.ndarray,
+    ends_arr: np.ndarray,
+    forced: float | None,
+    prefer: float = 0.0,
+) -> ClockFit:
+    """`estimate_offset` on prepared arrays: `ends_arr` sorted, `points_arr` sorted."""
     if forced is not None:
         matched, residual = _score(points_arr, widths, ends_arr, forced)
         return ClockFit(forced, "forced", matched, len(points_arr), residual, zone_hint(forced))
@@ -115,9 +136,13 @@ def estimate_offset(
     candidates = set(bins[np.argsort(counts)[-12:]].tolist()) | {0.0, prefer}
     # candidates are scored on an even sample of the records: ranks, not totals, decide
     pick = np.linspace(0, len(points_arr) - 1, min(SCORE_SAMPLE, len(points_arr))).astype(int)
+    sample_points, sample_widths = points_arr[pick], widths[pick]
     best = max(
         candidates,
-        key=lambda c: (_score(points_arr[pick], widths[pick], ends_arr, c)[0], -abs(c - prefer)),
+        key=lambda c: (
+            int(_fitting(sample_points, sample_widths, ends_arr, c).sum()),
+            -abs(c - prefer),
+        ),
     )
     if widths.max() <= MATCH_TOLERANCE_S:
         window_p, window_e = head_window(points_arr, ends_arr, best)
@@ -131,20 +156,30 @@ def estimate_offset(
     )
 
 
-def _score(
-    points: np.ndarray, widths: np.ndarray, ends: np.ndarray, offset: float
-) -> tuple[int, float | None]:
-    """Records whose interval [at - tol, at + precision + tol] holds a shifted request end."""
+def _fitting(points: np.ndarray, widths: np.ndarray, ends: np.ndarray, offset: float) -> np.ndarray:
+    """Per record: does its interval [at - tol, at + precision + tol] hold a shifted request end?"""
     if not len(points) or not len(ends):
-        return 0, None
+        return np.zeros(len(points), bool)
     shifted = ends + offset
     lo = points - MATCH_TOLERANCE_S
     hi = points + widths + MATCH_TOLERANCE_S
     idx = np.searchsorted(shifted, lo)
     ok = idx < len(shifted)
     ok[ok] &= shifted[idx[ok]] <= hi[ok]
-    d = _nearest(points, ends, offset)
-    return int(ok.sum()), (float(np.median(np.abs(d[ok]))) if ok.any() else None)
+    return ok
+
+
+def _score(
+    points: np.ndarray, widths: np.ndarray, ends: np.ndarray, offset: float
+) -> tuple[int, float | None]:
+    """Records that fit a shifted request end, and their median distance to the nearest end."""
+    if not len(points) or not len(ends):
+        return 0, None
+    ok = _fitting(points, widths, ends, offset)
+    if not ok.any():
+        return 0, None
+    d = _nearest(points[ok], ends, offset)
+    return int(ok.sum()), float(np.median(np.abs(d)))
 
 
 INSTANCE_MIN_MATCHES = 5
@@ -161,16 +196,17 @@ def align_instances(
     per-instance fits (for the report).
     """
     records = inference_records(tables["server_requests"])
+    ends = _end_times(client)
     fits: dict[str, ClockFit] = {}
     shifts: dict[str, float] = {}
     for name in sorted(records["instance"].drop_nulls().unique().to_list()):
-        own = records.filter(pl.col("instance") == name)
+        points, widths = _record_points(records.filter(pl.col("instance") == name))
         if clock.method == "forced":
-            fits[name] = estimate_offset(client, own, clock.offset_s)
+            fits[name] = _fit(points, widths, ends, clock.offset_s)
             continue
-        fit = estimate_offset(client, own, None, prefer=clock.offset_s)
+        fit = _fit(points, widths, ends, None, prefer=clock.offset_s)
         fits[name] = fit
-        at_common = estimate_offset(client, own, clock.offset_s).matched
+        at_common = int(_fitting(points, widths, ends, clock.offset_s).sum())
         # move an instance only when its own clock explains more of its records
         better = fit.matched >= INSTANCE_MIN_MATCHES and fit.matched > at_common
         if better and abs(fit.offset_s - clock.offset_s) > INSTANCE_DISAGREEMENT_S:
@@ -237,15 +273,87 @@ def _paired_shift(
     lines lag their responses by a similar amount.
     """
     shifted = ends + offset
-    residuals = []
-    j = 0
-    for p in points:
-        while j < len(shifted) and shifted[j] < p - tol:
-            j += 1
-        if j < len(shifted) and shifted[j] <= p + tol:
-            residuals.append(p - shifted[j])
-            j += 1
-    return float(np.median(residuals)) if residuals else 0.0
+    picks = pair_within(points, shifted, tol)
+    paired = picks >= 0
+    return float(np.median(points[paired] - shifted[picks[paired]])) if paired.any() else 0.0
+
+
+# The one pairing behind clock refinement, upstream mapping and time attribution.
+#
+# A walk over the points in order keeps one pointer into sorted windows: point
+# i takes window max(pointer, first[i]) when that is below stop[i], and the
+# pointer moves one past the window taken, or onto it when the point took
+# none. `first[i]` is the first window not closed before the point, `stop[i]`
+# the first that opens after it. While `stop` never decreases, the pointer
+# after point i is min(max(pointer, first[i]) + 1, stop[i]): with
+# y = pointer - (i + 1) each step clamps y to [first[i] - i, stop[i] - i - 1],
+# and clamps compose into clamps, so all pointers come from a prefix scan.
+
+SCAN_BLOCK = 256  # points composed together before blocks are chained
+_UNBOUNDED = np.iinfo(np.int64).max // 4
+
+
+def pair_in_order(first: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """Per point, the window the order-preserving greedy gives it, or -1.
+
+    Exact for any input; vectorised when `stop` never decreases and no
+    point's `first` lies past its `stop` (sorted points and windows), else
+    the walk itself.
+    """
+    first = np.asarray(first, dtype=np.int64)
+    stop = np.asarray(stop, dtype=np.int64)
+    if not len(first):
+        return np.zeros(0, dtype=np.int64)
+    if (first > stop).any() or (stop[1:] < stop[:-1]).any():
+        return _pair_by_walk(first, stop)
+    step = np.arange(len(first))
+    place = step + np.maximum.accumulate(first - step)
+    if (place < stop).all():  # every point took a window: the pointer only counted them
+        return place
+    high = stop - step - 1
+    low = np.minimum(first - step, high)
+    pad = -len(first) % SCAN_BLOCK
+    low = np.concatenate([low, np.full(pad, -_UNBOUNDED)]).reshape(-1, SCAN_BLOCK)
+    high = np.concatenate([high, np.full(pad, _UNBOUNDED)]).reshape(-1, SCAN_BLOCK)
+    _compose_clamps(low, high)
+    block_low, block_high = low[:, -1].copy(), high[:, -1].copy()
+    _compose_clamps(block_low, block_high)
+    entering = np.concatenate(([0], np.clip(0, block_low[:-1], block_high[:-1])))
+    after = np.clip(entering[:, None], low, high).ravel()[: len(first)] + step + 1
+    place = np.maximum(np.concatenate(([0], after[:-1])), first)
+    return np.where(place < stop, place, -1)
+
+
+def _compose_clamps(low: np.ndarray, high: np.ndarray) -> None:
+    """In place along the last axis: clamp i becomes clamps 0..i applied in turn (log-depth scan)."""
+    shift, width = 1, low.shape[-1]
+    while shift < width:
+        own_low, own_high = low[..., shift:], high[..., shift:]
+        new_low = np.minimum(np.maximum(low[..., :-shift], own_low), own_high)
+        new_high = np.minimum(np.maximum(high[..., :-shift], own_low), own_high)
+        low[..., shift:], high[..., shift:] = new_low, new_high
+        shift *= 2
+
+
+def _pair_by_walk(first: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """`pair_in_order` step by step, for points out of order (varying tolerances)."""
+    picks, pointer = [-1] * len(first), 0
+    for i, (own_first, own_stop) in enumerate(zip(first.tolist(), stop.tolist(), strict=True)):
+        pointer = max(pointer, own_first)
+        if pointer < own_stop:
+            picks[i] = pointer
+            pointer += 1
+    return np.array(picks, dtype=np.int64)
+
+
+def pair_within(points: np.ndarray, times: np.ndarray, tol: float) -> np.ndarray:
+    """Each point (in order) takes the earliest unused time (sorted) within ±`tol`; -1 if none."""
+    picks = np.full(len(points), -1, dtype=np.int64)
+    known = np.flatnonzero(~np.isnan(points))  # a missing time takes nothing and moves nothing
+    first = np.searchsorted(times, points[known] - tol, side="left")
+    stop = np.searchsorted(times, points[known] + tol, side="right")
+    picks[known] = pair_in_order(first, stop)
+    return picks
 
 
 ID_PREFIX_RE = r"^(?:chat)?cmpl-"
@@ -341,35 +449,44 @@ def attribute(
     after the client had given up.
     """
     client = client.with_row_index("_row")
-    n = client.height
-    instance: list[str | None] = [None] * n
-    key: list[str | None] = [None] * n
-    ambiguous = [False] * n
-    witness: list[str | None] = [None] * n
-    late = [False] * n
     shift_s = clock.offset_s
-
-    ids = identity_matches(client, server, shift_s)
-    ends = dict(zip(client["_row"].to_list(), client["ended_at"].to_list(), strict=True))
-    for row, inst, match_key, src, last_at in ids.iter_rows():
-        instance[row], key[row], witness[row] = inst, match_key, src
-        end = ends[row]
-        if end is not None and last_at is not None:
-            late[row] = (last_at - end).total_seconds() - shift_s > MATCH_TOLERANCE_S
-
+    ids = identity_matches(client, server, shift_s).join(
+        client.select("_row", "ended_at"), on="_row", how="left"
+    )
+    by_identity = ids.select(
+        "_row",
+        pl.col("instance").cast(pl.Utf8),
+        pl.col("match_key").cast(pl.Utf8),
+        pl.lit(False).alias("ambiguous"),
+        pl.col("server_source").cast(pl.Utf8),
+        (
+            (pl.col("last_server_at") - pl.col("ended_at")).dt.total_microseconds() / 1e6 - shift_s
+            > MATCH_TOLERANCE_S
+        )
+        .fill_null(False)
+        .alias("late"),
+    )
     records = inference_records(server)
     timed = client.filter(pl.col("started_at").is_not_null()).select(
         "_row", "ok", _seconds("started_at").alias("s"), _seconds("ended_at").alias("e")
     )
-    if records.height and timed.height:
-        _match_by_time(records, timed, shift_s, instance, key, ambiguous, witness, late)
-
+    by_time = _match_by_time(records, timed, shift_s, ids.select("_row", "instance")).select(
+        "_row",
+        "instance",
+        pl.lit("time_window").alias("match_key"),
+        "ambiguous",
+        "server_source",
+        "late",
+    )
+    decided = client.select("_row").join(
+        pl.concat([by_identity, by_time]), on="_row", how="left", maintain_order="left"
+    )
     out = client.with_columns(
-        pl.Series("instance", instance, dtype=pl.Utf8),
-        pl.Series("match_key", key, dtype=pl.Utf8),
-        pl.Series("ambiguous", ambiguous, dtype=pl.Boolean),
-        pl.Series("server_source", witness, dtype=pl.Utf8),
-        pl.Series("late", late, dtype=pl.Boolean),
+        decided["instance"],
+        decided["match_key"],
+        decided["ambiguous"].fill_null(False),
+        decided["server_source"],
+        decided["late"].fill_null(False),
     )
     return out.drop("_row")
 
@@ -431,7 +548,37 @@ def unaccounted_successes(requests: pl.DataFrame) -> int:
     return lost if lost >= max(1, MISSING_LOG_SHARE * timed_ok) else 0
 
 
-def _greedy(points: list[float], tols: list[float], lo: list[float], hi: list[float]) -> list[int]:
+def _first_reaching(
+    values: np.ndarray, shift: np.ndarray, targets: np.ndarray, strict: bool
+) -> np.ndarray:
+    """Per target, the first index of sorted `values` with values + shift >= target (> if strict).
+
+    The sum is tested exactly as written, rounding included. With one shift
+    for all, the shifted values are searched; otherwise searching for
+    target - shift can land next to the answer, so the search is corrected
+    across runs of equal values until the test holds there and fails before.
+    """
+    side = "right" if strict else "left"
+    if len(shift) and (shift == shift[0]).all():  # one shift: the sums themselves are sorted
+        return np.searchsorted(values + shift[0], targets, side=side)
+    found = np.searchsorted(values, targets - shift, side=side)
+
+    def holds(at: np.ndarray, which: np.ndarray) -> np.ndarray:
+        total = values[at] + shift[which]
+        return total > targets[which] if strict else total >= targets[which]
+
+    while True:
+        back = np.flatnonzero(found > 0)
+        back = back[holds(found[back] - 1, back)]
+        ahead = np.flatnonzero(found < len(values))
+        ahead = ahead[~holds(found[ahead], ahead)]
+        if not len(back) and not len(ahead):
+            return found
+        found[back] = np.searchsorted(values, values[found[back] - 1], side="left")
+        found[ahead] = np.searchsorted(values, values[found[ahead]], side="right")
+
+
+def _greedy(points: np.ndarray, tols: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Order-preserving one-to-one pairing of sorted points with sorted windows.
 
     Point i may take window j when lo[j] - tol_i <= point_i <= hi[j] + tol_i.
@@ -440,28 +587,53 @@ def _greedy(points: list[float], tols: list[float], lo: list[float], hi: list[fl
     equal length this greedy is a maximum matching, and it keeps ranks: the
     k-th line of a burst goes to the k-th request to finish, which is right
     while lines lag their responses by similar amounts. Returns, per point,
-    the window's index or -1. Linear: one pass over each list.
+    the window's index or -1.
+    """
+    if len(hi) > 1 and not (hi[1:] >= hi[:-1]).all():
+        return _greedy_walk(points, tols, lo, hi)
+    picks = np.full(len(points), -1, dtype=np.int64)
+    known = np.flatnonzero(~np.isnan(points))  # a missing time takes nothing and moves nothing
+    points, tols = points[known], tols[known]
+    first = _first_reaching(hi, tols, points, strict=False)
+    stop = _first_reaching(lo, -tols, points, strict=True)
+    picks[known] = pair_in_order(first, stop)
+    return picks
+
+
+def _greedy_walk(
+    points: np.ndarray, tols: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray:
+    """`_greedy` step by step, for windows whose ends are out of order (no closed form then).
+
+    Only the streamed-request pass can meet such windows, and it sees the
+    few records the passes before it left.
     """
     out = [-1] * len(points)
-    j, n = 0, len(lo)
-    for i, (p, tol) in enumerate(zip(points, tols, strict=True)):
-        while j < n and hi[j] + tol < p:
+    lo_list, hi_list = lo.tolist(), hi.tolist()
+    j, n = 0, len(lo_list)
+    for i, (p, tol) in enumerate(zip(points.tolist(), tols.tolist(), strict=True)):
+        while j < n and hi_list[j] + tol < p:
             j += 1  # this window closed before the point: nobody later can take it
-        if j < n and lo[j] - tol <= p:
+        if j < n and lo_list[j] - tol <= p:
             out[i] = j
             j += 1
-    return out
+    return np.array(out, dtype=np.int64)
 
 
-def _match_by_time(records, timed, offset, instance, key, ambiguous, witness, late) -> None:
+def _match_by_time(
+    records: pl.DataFrame, timed: pl.DataFrame, offset: float, pinned: pl.DataFrame
+) -> pl.DataFrame:
     """Give access records to requests, in linear, order-preserving passes.
 
     1. "end": a non-streamed response's line sits at the request's end; a
-       request tied by id/marker first takes a line of its own instance;
+       request tied by id/marker (`pinned`: `_row`, `instance`) first takes a
+       line of its own instance;
     2. "window": a streamed one's sits near its start, anywhere in the window;
     3. "late": a success the server logged after the client had already given up.
     Outcomes must agree in passes 1-2 (a 2xx line belongs to a success).
     A record is marked ambiguous when the next request's end was as close.
+    Returns `_row`, `instance`, `server_source`, `ambiguous`, `late` for the
+    requests that were not pinned and got a record.
     """
     recs = (
         records.select(
@@ -471,70 +643,91 @@ def _match_by_time(records, timed, offset, instance, key, ambiguous, witness, la
             "instance",
             "source",
         )
-        .with_row_index("_rec")
         .sort("at")
+        .filter(pl.col("at").is_not_null())  # an unstamped record cannot be placed in time
     )
-    reqs = timed.with_columns(
-        (pl.col("s") + offset).alias("s"),
-        (pl.col("e") + offset).alias("e"),
-        pl.Series("_key", [key[r] for r in timed["_row"].to_list()], dtype=pl.Utf8),
-        pl.Series("_inst", [instance[r] for r in timed["_row"].to_list()], dtype=pl.Utf8),
+    reqs = (
+        timed.filter(pl.col("e").is_not_null())  # nor can a request without an end
+        .with_columns((pl.col("s") + offset).alias("s"), (pl.col("e") + offset).alias("e"))
+        .join(
+            pinned.select("_row", pl.col("instance").alias("_inst"), pl.lit(True).alias("_pinned")),
+            on="_row",
+            how="left",
+            maintain_order="left",
+        )
+        .with_columns(pl.col("_pinned").fill_null(False))
+        .with_row_index("_pos")
     )
-    used: set[int] = set()
+    rec_at, rec_tol = recs["at"].to_numpy(), recs["tol"].to_numpy()
+    rec_ok = recs["ok"].to_numpy()
+    rec_free = np.ones(recs.height, dtype=bool)
+    req_pinned = reqs["_pinned"].to_numpy()
+    req_ok = {ok: (reqs["ok"] == ok).fill_null(False).to_numpy() for ok in (True, False)}
+    req_free = np.ones(reqs.height, dtype=bool)
+    picked: list[tuple[np.ndarray, np.ndarray, np.ndarray, bool]] = []
 
-    def assign(rec_frame: pl.DataFrame, req_frame: pl.DataFrame, anchor: str, how: str) -> None:
-        if rec_frame.is_empty() or req_frame.is_empty():
+    def assign(rec_mask: np.ndarray, req_mask: np.ndarray, anchor: str, how: str) -> None:
+        if not rec_mask.any() or not req_mask.any():
             return
-        req_frame = req_frame.sort(anchor)
-        anchors = req_frame[anchor].to_list()
+        req_frame = reqs.filter(pl.Series(req_mask)).sort(anchor)
+        anchors = req_frame[anchor].to_numpy()
         if how == "late":  # the window opens at the client's end and stays open a while
-            lo, hi = req_frame["e"].to_list(), (req_frame["e"] + LATE_LIMIT_S).to_list()
+            lo, hi = req_frame["e"].to_numpy(), (req_frame["e"] + LATE_LIMIT_S).to_numpy()
         elif how == "window":
-            lo, hi = req_frame["s"].to_list(), req_frame["e"].to_list()
+            lo, hi = req_frame["s"].to_numpy(), req_frame["e"].to_numpy()
         else:
             lo = hi = anchors
-        points, tols = rec_frame["at"].to_list(), rec_frame["tol"].to_list()
+        rec_pos = np.flatnonzero(rec_mask)
+        points, tols = rec_at[rec_pos], rec_tol[rec_pos]
         picks = _greedy(points, tols, lo, hi)
-        rows, rec_ids = req_frame["_row"].to_list(), rec_frame["_rec"].to_list()
-        insts, sources = rec_frame["instance"].to_list(), rec_frame["source"].to_list()
-        for i, j in enumerate(picks):
-            if j < 0:
-                continue
-            row = rows[j]
-            used.add(rec_ids[i])
-            if how == "late":
-                late[row] = True
-            if key[row] is None:
-                instance[row], key[row], witness[row] = insts[i], "time_window", sources[i]
-                # another request finished about as close: which of the two got this line is a guess
-                ambiguous[row] = j + 1 < len(anchors) and abs(anchors[j + 1] - points[i]) <= tols[i]
-        req_frame_done.update(rows[j] for j in picks if j >= 0)
+        got = np.flatnonzero(picks >= 0)
+        windows = picks[got]
+        rec_free[rec_pos[got]] = False
+        req_pos = req_frame["_pos"].to_numpy()[windows]
+        req_free[req_pos] = False
+        if how == "pinned":
+            return
+        # another request finished about as close: which of the two got this line is a guess
+        following = np.minimum(windows + 1, len(anchors) - 1)
+        ambiguous = (windows + 1 < len(anchors)) & (
+            np.abs(anchors[following] - points[got]) <= tols[got]
+        )
+        picked.append((req_pos, rec_pos[got], ambiguous, how == "late"))
 
-    req_frame_done: set[int] = set()
+    def free_records(ok: bool) -> np.ndarray:
+        return rec_free & (rec_ok == ok)
 
-    def free_records(ok: bool) -> pl.DataFrame:
-        return recs.filter((pl.col("ok") == ok) & ~pl.col("_rec").is_in(list(used)))
-
-    def free_requests(ok: bool | None) -> pl.DataFrame:
-        frame = reqs.filter(~pl.col("_row").is_in(list(req_frame_done)) & pl.col("_key").is_null())
-        return frame if ok is None else frame.filter(pl.col("ok") == ok)
+    def free_requests(ok: bool) -> np.ndarray:
+        return req_free & ~req_pinned & req_ok[ok]
 
     # 1a. requests tied by id or marker take a line of their own instance
-    pinned = reqs.filter(pl.col("_key").is_not_null())
-    for name in pinned["_inst"].drop_nulls().unique().to_list():
+    pinned_names = reqs.filter("_pinned")["_inst"].drop_nulls().unique()
+    with_records = recs.filter(pl.col("instance").is_in(pinned_names.implode()))
+    for name in with_records["instance"].unique().to_list():
+        rec_own = (recs["instance"] == name).fill_null(False).to_numpy()
+        req_own = req_pinned & (reqs["_inst"] == name).fill_null(False).to_numpy()
         for ok in (True, False):
-            assign(
-                free_records(ok).filter(pl.col("instance") == name),
-                pinned.filter((pl.col("_inst") == name) & (pl.col("ok") == ok)),
-                "e",
-                "end",
-            )
+            assign(free_records(ok) & rec_own, req_own & req_ok[ok], "e", "pinned")
     # 1b-2. the rest by end, then by window
     for how, anchor in (("end", "e"), ("window", "s")):
         for ok in (True, False):
             assign(free_records(ok), free_requests(ok), anchor, how)
     # 3. successes logged after the client gave up
     assign(free_records(True), free_requests(False), "e", "late")
+
+    req_pos = np.concatenate([p[0] for p in picked] + [np.zeros(0, np.int64)])
+    rec_pos = np.concatenate([p[1] for p in picked] + [np.zeros(0, np.int64)])
+    return pl.DataFrame(
+        {
+            "_row": reqs["_row"].gather(req_pos),
+            "instance": recs["instance"].gather(rec_pos).cast(pl.Utf8),
+            "server_source": recs["source"].gather(rec_pos).cast(pl.Utf8),
+            "ambiguous": np.concatenate([p[2] for p in picked] + [np.zeros(0, bool)]),
+            "late": np.concatenate(
+                [np.full(len(p[0]), p[3]) for p in picked] + [np.zeros(0, bool)]
+            ),
+        }
+    )
 
 
 def covered_expr(coverage: dict, offset: float) -> pl.Expr:

@@ -54,14 +54,17 @@ def _stamp_precision(frame: pl.DataFrame) -> float:
 
 def _echoed(proxy_times: np.ndarray, instance_times: np.ndarray, tol: float) -> int:
     """Proxy lines paired one-to-one, in time order, with an instance line within `tol`."""
-    j, paired = 0, 0
-    for t in proxy_times:
-        while j < len(instance_times) and instance_times[j] < t - tol:
-            j += 1
-        if j < len(instance_times) and instance_times[j] <= t + tol:
-            paired += 1
-            j += 1
-    return paired
+    return int((correlate.pair_within(proxy_times, instance_times, tol) >= 0).sum())
+
+
+def _times_by(frame: pl.DataFrame, key: str) -> dict[str, np.ndarray]:
+    """Sorted epoch seconds of the rows for each value of `key` (nulls left out), in one pass."""
+    parts = (
+        frame.select(key, "at").filter(pl.col(key).is_not_null()).partition_by(key, as_dict=True)
+    )
+    return {
+        name: np.sort(part["at"].dt.epoch("us").to_numpy() / 1e6) for (name,), part in parts.items()
+    }
 
 
 def map_upstreams(
@@ -81,16 +84,13 @@ def map_upstreams(
     access = correlate.inference_records(server)
     tol = correlate.MATCH_TOLERANCE_S + _stamp_precision(proxy)
     names = access["instance"].unique().sort().to_list()
-    instance_times = {
-        n: np.sort(access.filter(pl.col("instance") == n)["at"].dt.epoch("us").to_numpy() / 1e6)
-        for n in names
-    }
+    by_instance = _times_by(access, "instance")
+    instance_times = {n: by_instance.get(n, np.array([])) for n in names}
+    by_address = _times_by(answered, "address")
     fits: dict[str, UpstreamFit] = {}
     scores = []
-    for address in sorted(set(answered["address"].drop_nulls().to_list()) | set(forced)):
-        own = np.sort(
-            answered.filter(pl.col("address") == address)["at"].dt.epoch("us").to_numpy() / 1e6
-        )
+    for address in sorted(set(by_address) | set(forced)):
+        own = by_address.get(address, np.array([]))
         if address in forced:
             fits[address] = UpstreamFit(address, forced[address], None, len(own), forced=True)
             continue
@@ -146,12 +146,6 @@ def attribute(
     )
     clock = correlate.estimate_offset(requests, inference, forced_offset)
     rows = requests.with_row_index("_row")
-    n = rows.height
-    owner: list[str | None] = [None] * n
-    key: list[str | None] = [None] * n
-    ambiguous = [False] * n
-    witness: list[str | None] = [None] * n
-    late = [False] * n
     by_id = rows.filter(pl.col("request_id").is_not_null()).join(
         inference.filter(pl.col("request_id").is_not_null()).select(
             pl.col("request_id").str.replace(correlate.ID_PREFIX_RE, "").alias("request_id"),
@@ -159,25 +153,24 @@ def attribute(
         ),
         on="request_id",
     )
-    for row, src in by_id.select("_row", "_src").iter_rows():
-        owner[row], key[row], witness[row] = src, "request_id", src
+    # a request whose id two lines carry keeps the later one
+    pinned = by_id.group_by("_row", maintain_order=True).agg(
+        pl.col("_src").last().cast(pl.Utf8).alias("instance")
+    )
     timed = rows.filter(pl.col("started_at").is_not_null()).select(
         "_row",
         "ok",
         correlate._seconds("started_at").alias("s"),
         correlate._seconds("ended_at").alias("e"),
     )
-    taken = {src for src in owner if src}
-    correlate._match_by_time(
-        inference.filter(~pl.col("source").is_in(list(taken))),
+    taken = pinned["instance"].drop_nulls()
+    by_time = correlate._match_by_time(
+        inference.filter(~pl.col("source").is_in(taken.implode())),
         timed,
         clock.offset_s,
-        owner,
-        key,
-        ambiguous,
-        witness,
-        late,
+        pinned,
     )
+    owner = pl.concat([pinned, by_time.select("_row", "instance")])
     details = inference.select(
         pl.col("source").alias("proxy_source"),
         last_upstream(pl.col("upstream")).alias("proxy_upstream"),
@@ -185,12 +178,13 @@ def attribute(
         pl.col("http_status").alias("proxy_status"),
     )
     address_to_instance = {a: f.instance for a, f in mapping.items() if f.instance}
-    picked = pl.DataFrame(
-        {"_row": list(range(n)), "proxy_source": owner},
-        schema={"_row": pl.UInt32, "proxy_source": pl.Utf8},
-    )
     joined = (
-        rows.join(picked, on="_row", how="left")
+        rows.join(
+            owner.rename({"instance": "proxy_source"}),
+            on="_row",
+            how="left",
+            maintain_order="left",
+        )
         .join(details, on="proxy_source", how="left")
         .with_columns(
             pl.col("proxy_upstream")
