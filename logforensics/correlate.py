@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from logforensics import model
+
 INFERENCE_PATH_RE = r"^/(?:v1/)?(?:chat/completions|completions|generate|responses)\b"
 MATCH_TOLERANCE_S = 1.0  # client/server stamps of the same moment, after the offset
 MAX_OFFSET_S = 26 * 3600  # the widest time-zone error worth considering
@@ -314,7 +316,7 @@ def identity_matches(client: pl.DataFrame, server: pl.DataFrame, offset_s: float
                 "_row": pl.UInt32,
                 "instance": pl.Utf8,
                 "match_key": pl.Utf8,
-                "server_source": pl.Utf8,
+                "server_source": model.SOURCE,
                 "last_server_at": pl.Datetime("us", "UTC"),
             }
         )
@@ -368,7 +370,7 @@ def attribute(
         pl.Series("instance", instance, dtype=pl.Utf8),
         pl.Series("match_key", key, dtype=pl.Utf8),
         pl.Series("ambiguous", ambiguous, dtype=pl.Boolean),
-        pl.Series("server_source", witness, dtype=pl.Utf8),
+        pl.Series("server_source", witness, dtype=model.SOURCE),
         pl.Series("late", late, dtype=pl.Boolean),
     )
     return out.drop("_row")
