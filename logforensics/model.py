@@ -18,7 +18,7 @@ UTC_US = pl.Datetime("us", "UTC")
 SOURCE = pl.Int64  # see `source_id`
 
 CLIENT_REQUESTS = {
-    "run": pl.Utf8,  # the file or block the request came from
+    "run": pl.Categorical,  # the file or block the request came from (one value a file)
     "step": pl.Int64,  # load step as the client recorded it (None if unknown)
     "index": pl.Int64,  # request number within its step
     "started_at": UTC_US,
