@@ -51,6 +51,7 @@ from logforensics.ingest import (
     proxylogs,
 )
 from logforensics.inputs import load
+from logforensics.model import source_id
 from logforensics.model import source_labels as labels
 
 UTC = dt.timezone.utc
@@ -255,7 +256,7 @@ def test_nginx_mixed_layouts_give_each_line_its_own_row_in_file_order(tmp_path):
     alone = [_nginx_tables(tmp_path, [line]) for line in lines]
     for name, frame in mixed.items():
         expected = pl.concat(
-            tables[name].with_columns(pl.lit(f"nginx.log:{number}").alias("source"))
+            tables[name].with_columns(source_id("nginx.log:", number))
             for number, tables in enumerate(alone, start=1)
         )
         assert_frame_equal(frame, expected, check_exact=True)
