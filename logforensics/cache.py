@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from logforensics import __version__
+from logforensics import __version__, model
 from logforensics.ingest import FILE_FORMATS, FileFormat, ParseContext, ParseResult
 
 
@@ -39,10 +39,12 @@ def load(folder: Path, entry: str) -> tuple[FileFormat, ParseResult] | None:
         return None
     try:
         meta = json.loads(meta_path.read_text())
+        prefixes = {int(k): v for k, v in meta["source_prefixes"].items()}
         tables = {
-            name: pl.read_parquet(folder / entry / f"{name}.parquet") for name in meta["tables"]
+            name: model.source_remap(pl.read_parquet(folder / entry / f"{name}.parquet"), prefixes)
+            for name in meta["tables"]
         }
-    except (OSError, ValueError, pl.exceptions.PolarsError):
+    except (OSError, ValueError, KeyError, pl.exceptions.PolarsError):
         return None  # a damaged entry is parsed again, not trusted
     result = ParseResult(
         tables=tables,
@@ -63,8 +65,12 @@ def store(folder: Path, entry: str, fmt: FileFormat, result: ParseResult) -> Non
     target.mkdir(parents=True, exist_ok=True)
     for name, frame in result.tables.items():
         frame.write_parquet(target / f"{name}.parquet")
+    prefixes = {}
+    for frame in result.tables.values():
+        prefixes |= model.prefixes_of(frame)
     meta = {
         "format": fmt.name,
+        "source_prefixes": prefixes,  # ids are this process's: a later run maps them anew
         "tables": list(result.tables),
         "lines": result.lines,
         "parsed": result.parsed,

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from logforensics import model
+
 INFERENCE_PATH_RE = r"^/(?:v1/)?(?:chat/completions|completions|generate|responses)\b"
 MATCH_TOLERANCE_S = 1.0  # client/server stamps of the same moment, after the offset
 MAX_OFFSET_S = 26 * 3600  # the widest time-zone error worth considering
@@ -422,7 +424,7 @@ def identity_matches(client: pl.DataFrame, server: pl.DataFrame, offset_s: float
                 "_row": pl.UInt32,
                 "instance": pl.Utf8,
                 "match_key": pl.Utf8,
-                "server_source": pl.Utf8,
+                "server_source": model.SOURCE,
                 "last_server_at": pl.Datetime("us", "UTC"),
             }
         )
@@ -458,7 +460,7 @@ def attribute(
         pl.col("instance").cast(pl.Utf8),
         pl.col("match_key").cast(pl.Utf8),
         pl.lit(False).alias("ambiguous"),
-        pl.col("server_source").cast(pl.Utf8),
+        pl.col("server_source").cast(model.SOURCE),
         (
             (pl.col("last_server_at") - pl.col("ended_at")).dt.total_microseconds() / 1e6 - shift_s
             > MATCH_TOLERANCE_S
@@ -721,7 +723,7 @@ def _match_by_time(
         {
             "_row": reqs["_row"].gather(req_pos),
             "instance": recs["instance"].gather(rec_pos).cast(pl.Utf8),
-            "server_source": recs["source"].gather(rec_pos).cast(pl.Utf8),
+            "server_source": recs["source"].gather(rec_pos).cast(model.SOURCE),
             "ambiguous": np.concatenate([p[2] for p in picked] + [np.zeros(0, bool)]),
             "late": np.concatenate(
                 [np.full(len(p[0]), p[3]) for p in picked] + [np.zeros(0, bool)]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from logforensics import model
 from logforensics.model import Bottleneck
 
 
@@ -200,7 +201,7 @@ def diagnose(
                 "failures_never_reached_an_instance",
                 f"{unreached.height}/{failed.height}",
                 f"share >= {t.unreached_share:g}",
-                unreached["source"].to_list(),
+                model.source_labels(unreached["source"]),
                 0.6,
             )
         )
@@ -211,14 +212,14 @@ def diagnose(
                 "proxy_refused_before_any_upstream",
                 f"{refused.height}/{failed.height}",
                 "> 0 (the proxy's own log)",
-                refused["proxy_source"].to_list(),
+                model.source_labels(refused["proxy_source"]),
                 0.6,
             )
         )
     if stats_in.height:
         max_waiting = stats_in["waiting"].max() or 0
         max_kv = stats_in["gpu_kv_pct"].max()
-        sources = stats_in["source"].to_list()
+        sources = model.source_labels(stats_in["source"])
         if max_waiting == 0 and (max_kv is None or max_kv < t.idle_kv_pct):
             scores[Bottleneck.FRONT_PROXY].append(
                 Evidence(
@@ -235,7 +236,9 @@ def diagnose(
                     "gpu_kv_cache_full_during_failures",
                     f"{max_kv}%",
                     f">= {t.kv_full_pct:g}%",
-                    stats_in.filter(pl.col("gpu_kv_pct") >= t.kv_full_pct)["source"].to_list(),
+                    model.source_labels(
+                        stats_in.filter(pl.col("gpu_kv_pct") >= t.kv_full_pct)["source"]
+                    ),
                     0.6,
                 )
             )
@@ -245,7 +248,7 @@ def diagnose(
                     "requests_queued_with_kv_room",
                     f"max Waiting {max_waiting}, max GPU KV cache {max_kv}%",
                     f"Waiting > 0 and KV < {t.kv_full_pct:g}%",
-                    stats_in.filter(pl.col("waiting") > 0)["source"].to_list(),
+                    model.source_labels(stats_in.filter(pl.col("waiting") > 0)["source"]),
                     0.5,
                 )
             )
@@ -262,14 +265,14 @@ def diagnose(
                     f"{k}×{n}" for k, n in pressure.group_by("kind").len().sort("kind").iter_rows()
                 ),
                 "> 0",
-                pressure["source"].to_list(),
+                model.source_labels(pressure["source"]),
                 0.6,
             )
         )
     proxy_in = _within(proxy, windows, t.proxy_window_s)
     if proxy_in.height:
         # an access log and an error log may both report one failure: count per file
-        per_file = proxy_in.with_columns(pl.col("source").str.replace(r":\d+$", "").alias("file"))
+        per_file = proxy_in.with_columns(model.source_file().alias("file"))
         kinds = "; ".join(
             f"{k}×{n} in {f.rsplit('/', 1)[-1]}"
             for f, k, n in per_file.group_by("file", "kind").len().sort("file", "kind").iter_rows()
@@ -279,7 +282,7 @@ def diagnose(
                 "proxy_errors_at_failure_times",
                 kinds,
                 "> 0",
-                proxy_in["source"].to_list(),
+                model.source_labels(proxy_in["source"]),
                 0.5,
             )
         )
@@ -289,7 +292,7 @@ def diagnose(
                 "failures_reached_an_instance",
                 f"{reached_failures.height}/{failed.height}",
                 "share >= 0.5",
-                reached_failures["source"].to_list(),
+                model.source_labels(reached_failures["source"]),
                 0.3,
             )
         )
@@ -341,7 +344,7 @@ def _no_failures(stats, growth, t: Thresholds, missing, sent) -> Verdict:
     kv_peak = stats["gpu_kv_pct"].max() if stats.height else None
     waiting_peak = stats["waiting"].max() if stats.height else None
     if kv_peak is not None and kv_peak >= t.kv_full_pct:
-        full = stats.filter(pl.col("gpu_kv_pct") >= t.kv_full_pct)["source"].to_list()
+        full = model.source_labels(stats.filter(pl.col("gpu_kv_pct") >= t.kv_full_pct)["source"])
         return _verdict(
             Bottleneck.KV_CACHE,
             [Evidence("gpu_kv_cache_full", f"{kv_peak}%", f">= {t.kv_full_pct:g}%", full, 0.5)],
@@ -349,7 +352,7 @@ def _no_failures(stats, growth, t: Thresholds, missing, sent) -> Verdict:
             **counts,
         )
     if waiting_peak and growth:
-        queued = stats.filter(pl.col("waiting") > 0)["source"].to_list()
+        queued = model.source_labels(stats.filter(pl.col("waiting") > 0)["source"])
         return _verdict(
             Bottleneck.GPU,
             [

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from logforensics import correlate
+from logforensics import correlate, model
 
 MAPPING_MIN_FIT = 0.5  # share of an upstream's lines an instance must echo to be it
 AMBIGUOUS_FIT = 0.1  # a rival instance this close in fit makes the mapping a guess
@@ -126,7 +126,7 @@ def attribute(
         "proxy_instance": pl.Utf8,
         "proxy_delivery": pl.Utf8,
         "proxy_status": pl.Int64,
-        "proxy_source": pl.Utf8,
+        "proxy_source": model.SOURCE,
     }
     if proxy.is_empty() or requests.is_empty():
         return requests.with_columns(
@@ -138,7 +138,7 @@ def attribute(
         )
         .with_columns(
             pl.lit(_stamp_precision(proxy)).alias("at_precision_s"),
-            pl.col("source").alias("instance"),  # each line stands for itself while matching
+            pl.col("source").cast(pl.Utf8).alias("instance"),  # each line stands for itself
             pl.lit("access").alias("event"),
             pl.coalesce(pl.col("path"), pl.lit("/v1/chat/completions")).alias("path"),
         )
@@ -149,7 +149,7 @@ def attribute(
     by_id = rows.filter(pl.col("request_id").is_not_null()).join(
         inference.filter(pl.col("request_id").is_not_null()).select(
             pl.col("request_id").str.replace(correlate.ID_PREFIX_RE, "").alias("request_id"),
-            pl.col("source").alias("_src"),
+            pl.col("instance").alias("_src"),
         ),
         on="request_id",
     )
@@ -165,7 +165,7 @@ def attribute(
     )
     taken = pinned["instance"].drop_nulls()
     by_time = correlate._match_by_time(
-        inference.filter(~pl.col("source").is_in(taken.implode())),
+        inference.filter(~pl.col("instance").is_in(taken.implode())),
         timed,
         clock.offset_s,
         pinned,
@@ -180,7 +180,7 @@ def attribute(
     address_to_instance = {a: f.instance for a, f in mapping.items() if f.instance}
     joined = (
         rows.join(
-            owner.rename({"instance": "proxy_source"}),
+            owner.select("_row", pl.col("instance").cast(model.SOURCE).alias("proxy_source")),
             on="_row",
             how="left",
             maintain_order="left",

@@ -75,3 +75,18 @@ def test_progress_shows_only_on_a_terminal_after_the_delay():
     out = term.getvalue()
     assert out.startswith("\rread 1/2 files · 1,500,000 lines · ")
     assert "\rread 2/2 files · 3,000,000 lines · " in out and out.endswith("lines/s\n")
+
+
+def test_source_ids_written_by_another_process_are_mapped_to_this_ones():
+    """A cache entry's ids were numbered by the process that wrote it: they are re-based."""
+    import polars as pl
+
+    from logforensics import model
+
+    written = pl.DataFrame({"source": [9 * model.LINE_SPAN + 5, 9 * model.LINE_SPAN + 12, None]})
+    here = model.source_remap(written, {9: "other-process.log:"})
+    assert model.source_labels(here["source"]) == [
+        "other-process.log:5",
+        "other-process.log:12",
+        None,
+    ]

@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 
 from logforensics.ingest import FILE_FORMATS, ParseContext, SourceFile, detect
+from logforensics.model import source_labels as labels
 
 UTC = dt.timezone.utc
 
@@ -195,8 +196,8 @@ def test_clean_jsonl_read_in_one_pass_equals_the_line_by_line_reading(tmp_path):
     assert (slow.lines, slow.parsed, slow.noise) == (41, 40, 1)
     a, b = fast.table("client_requests"), slow.table("client_requests")
     assert a.drop("run", "source").equals(b.drop("run", "source"))
-    assert a["source"][25] == "clean.jsonl:26"
-    assert b["source"][25] == "with_blank.jsonl:27"
+    assert labels(a["source"])[25] == "clean.jsonl:26"
+    assert labels(b["source"])[25] == "with_blank.jsonl:27"
     assert a.filter(~pl.col("ok"))["error"].to_list() == ["HTTP Error 502: Bad Gateway"] * 14
 
 

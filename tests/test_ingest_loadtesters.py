@@ -75,6 +75,7 @@ from pathlib import Path
 import pytest
 
 from logforensics.ingest import FILE_FORMATS, ParseContext, SourceFile, detect
+from logforensics.model import source_labels as labels
 
 DATA = Path(__file__).parent / "data" / "loadtesters"
 UTC = dt.timezone.utc
@@ -184,9 +185,10 @@ def test_guidellm_v04_records_and_the_sampled_out_remainder():
     assert rows["http_status"][3] == 503
     assert rows["error"][3].startswith("HTTPStatusError: Server error '503 Service Unavailable'")
     assert rows["error"][2] == "incomplete (no error text)"
-    assert rows["source"][0] == "guidellm_v04_benchmarks.json:record 1"
+    assert labels(rows["source"])[0] == "guidellm_v04_benchmarks.json:record 1"
     assert (
-        rows["source"][4] == "guidellm_v04_benchmarks.json:benchmark 1 successful (aggregate count)"
+        labels(rows["source"])[4]
+        == "guidellm_v04_benchmarks.json:benchmark 1 successful (aggregate count)"
     )
     assert rows["started_at"][4] is None
     assert noted(result, "sample", "totals come from the aggregate counts", "1 successful")
@@ -257,7 +259,7 @@ def test_vllm_detailed_anchored_by_the_files_date_in_the_client_zone():
     assert rows["http_status"].to_list() == [None, 503, None, None]  # "Service Unavailable"
     assert rows["error"][1] == "Service Unavailable"
     assert rows["output_tokens"].to_list() == [300, 0, 300, 300]
-    assert rows["source"][1] == "vllm_bench_detailed.json:record 2"
+    assert labels(rows["source"])[1] == "vllm_bench_detailed.json:record 2"
     assert noted(
         result, "perf_counter", "anchored by the file's `date` 20260224-151610", "Asia/Seoul"
     )
@@ -315,7 +317,7 @@ def test_aiperf_profile_export():
     assert rows["error"][1] == (
         "Service Unavailable: upstream connect error or disconnect/reset before headers"
     )
-    assert rows["source"].to_list() == [f"aiperf_profile_export.jsonl:{n}" for n in (1, 2, 3)]
+    assert labels(rows["source"]) == [f"aiperf_profile_export.jsonl:{n}" for n in (1, 2, 3)]
     assert noted(result, "epoch ns")
 
 

@@ -27,6 +27,7 @@ import polars as pl
 
 from logforensics import model
 from logforensics.ingest import FILE_FORMATS, ParseContext, SourceFile, detect
+from logforensics.model import source_labels as labels
 
 UTC = dt.timezone.utc
 CTX = ParseContext(year=2026)
@@ -97,7 +98,7 @@ def test_single_scrape_with_a_scraped_at_comment():
     assert stats.select("instance", "at", "running", "waiting", "gpu_kv_pct").rows() == [
         ("gpu-1", dt.datetime(2026, 2, 24, 6, 16, 10, tzinfo=UTC), 16, 3, 87.4)
     ]
-    assert stats["source"].to_list() == ["gpu-1.txt:4"]
+    assert labels(stats["source"]) == ["gpu-1.txt:4"]
     assert (result.parsed, result.noise, result.unparsed) == (3, 7, 0)
     assert result.span == (dt.datetime(2026, 2, 24, 6, 16, 10, tzinfo=UTC),) * 2
 

@@ -51,6 +51,8 @@ from logforensics.ingest import (
     proxylogs,
 )
 from logforensics.inputs import load
+from logforensics.model import source_id
+from logforensics.model import source_labels as labels
 
 UTC = dt.timezone.utc
 CTX = ParseContext(year=2026)
@@ -69,7 +71,7 @@ def parse(tmp_path: Path, text: str, name: str = "lb.log", ctx: ParseContext = C
 
 def by_line(frame: pl.DataFrame) -> pl.DataFrame:
     """Rows in file order (each line format adds its rows in turn)."""
-    return frame.sort(pl.col("source").str.extract(r":(\d+)$", 1).cast(pl.Int64))
+    return frame.sort("source")
 
 
 def t(*args) -> dt.datetime:
@@ -124,7 +126,7 @@ def test_nginx_access_with_upstream_variables():
     assert events["kind"].to_list() == ["timeout", "no_live_upstream"]
     assert events["instance"].to_list() == [None, None]
     assert events["upstream"].to_list() == ["10.0.0.22:8000", "vllm_backend"]
-    assert events["source"].to_list() == ["nginx-access.log:2", "nginx-access.log:4"]
+    assert labels(events["source"]) == ["nginx-access.log:2", "nginx-access.log:4"]
     assert result.table("server_requests").is_empty()
 
 
@@ -254,7 +256,7 @@ def test_nginx_mixed_layouts_give_each_line_its_own_row_in_file_order(tmp_path):
     alone = [_nginx_tables(tmp_path, [line]) for line in lines]
     for name, frame in mixed.items():
         expected = pl.concat(
-            tables[name].with_columns(pl.lit(f"nginx.log:{number}").alias("source"))
+            tables[name].with_columns(source_id("nginx.log:", number))
             for number, tables in enumerate(alone, start=1)
         )
         assert_frame_equal(frame, expected, check_exact=True)

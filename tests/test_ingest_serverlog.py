@@ -44,6 +44,8 @@ from pathlib import Path
 import polars as pl
 
 from logforensics.ingest import FILE_FORMATS, ParseContext, SourceFile, detect
+from logforensics.model import source_label
+from logforensics.model import source_labels as labels
 
 UTC = dt.timezone.utc
 CTX = ParseContext(year=2026)
@@ -180,7 +182,7 @@ def test_proxy_traceback_becomes_one_event(tmp_path):
     assert event["http_status"] == 502
     assert "TimeoutError → BrokenPipeError: [Errno 32] Broken pipe" in event["detail"]
     assert event["at"] == dt.datetime(2026, 2, 24, 6, 18, 2, tzinfo=UTC)
-    assert event["source"] == "instance-1.log:2"
+    assert labels(events["source"]) == ["instance-1.log:2"]
     assert result.unparsed == 0
     assert result.parsed == 2 + len(PROXY_TRACEBACK.splitlines())
 
@@ -321,7 +323,7 @@ def test_newest_v1_stats_fields_and_preemption_counts(tmp_path):
     assert stats["prefix_hit_pct"].to_list() == [9.7, 1.0, None]  # not the External one
     assert stats["gen_tps"].to_list() == [301.0, 6.0, 2.0]
     events = result.table("engine_events")
-    assert events.select("kind", "detail", "source").rows() == [
+    assert events.with_columns(source_label()).select("kind", "detail", "source").rows() == [
         ("preempted", "4 preemption(s) in the stats interval (stats line)", "instance-1.log:1")
     ]
     assert (result.parsed, result.noise, result.unparsed) == (3, 3, 0)
@@ -378,7 +380,7 @@ def test_multi_line_messages_repeat_the_prefix(tmp_path):
     result = parse(tmp_path, text)
     events = result.table("engine_events")
     assert events["kind"].to_list() == ["oom", "engine_dead"]
-    assert events["source"].to_list() == ["instance-1.log:2", "instance-1.log:1"]
+    assert labels(events["source"]) == ["instance-1.log:2", "instance-1.log:1"]
     assert (
         "(innermost frame /usr/local/lib/python3.12/site-packages/vllm/v1/engine/core.py:691"
         in (events["detail"][0])
@@ -418,7 +420,7 @@ def test_lifecycle_new_forms_aborted_lists_and_suffixes(tmp_path):
         "cmpl-7d9e-0",
     ]
     assert rows["prompt_marker"].to_list() == [None] * 5 + ["[lf-3-17]"]
-    assert rows["source"][2:5].to_list() == ["instance-1.log:3"] * 3
+    assert labels(rows["source"])[2:5] == ["instance-1.log:3"] * 3
 
 
 def test_more_pressure_messages(tmp_path):

@@ -288,5 +288,5 @@ class Claim:
 
 
 def source_expr(display: str) -> pl.Expr:
-    """`file:line` for each row, from its `line_no`."""
-    return pl.format("{}:{}", pl.lit(display), pl.col("line_no"))
+    """Each row's `source` (``file:line`` when rendered), from its `line_no`."""
+    return model.source_id(f"{display}:", pl.col("line_no"))

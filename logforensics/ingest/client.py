@@ -227,7 +227,7 @@ def normalise_generic(frame: pl.DataFrame, display: str, client_tz: str) -> pl.D
         get("warmup", pl.Boolean).fill_null(False).alias("warmup"),
         get("timeout_s", pl.Float64).alias("timeout_s"),
         get("rest_before_s", pl.Float64).alias("rest_before_s"),
-        pl.format("{}:{}", pl.lit(display), pl.col("line_no")).alias("source"),
+        source_expr(display).alias("source"),
     )
 
 

@@ -45,7 +45,7 @@ from zoneinfo import ZoneInfo
 
 import polars as pl
 
-from logforensics import timeparse
+from logforensics import model, timeparse
 from logforensics.ingest import register_file_format
 from logforensics.ingest.base import (
     UNPARSED_EXAMPLES,
@@ -320,6 +320,7 @@ def _note_duplicates(frame: pl.DataFrame, notes: list[str]) -> None:
         .group_by("request_id", maintain_order=True)
         .agg(pl.col("source"))
         .filter(pl.col("source").list.len() > 1)
+        .with_columns(pl.col("source").list.eval(model.source_label("")))
     )
     if dupes.height:
         shown = "; ".join(
@@ -340,7 +341,9 @@ def _placeholders(
             "step": pl.Series([step] * n, dtype=pl.Int64),
             "ok": pl.Series([ok] * n, dtype=pl.Boolean),
             "error": pl.Series([error] * n, dtype=pl.Utf8),
-            "source": pl.Series([source] * n, dtype=pl.Utf8),
+            "source": pl.Series(
+                [model.source_prefix(source) * model.LINE_SPAN] * n, dtype=model.SOURCE
+            ),
             "_start": pl.Series([None] * n, dtype=pl.Float64),
             "_end": pl.Series([None] * n, dtype=pl.Float64),
             "latency_s": pl.Series([None] * n, dtype=pl.Float64),
@@ -531,7 +534,7 @@ class GuideLLMReport(FileFormat):
                 _col(f, "request_id", dtype=pl.Utf8),
                 _col(f, "info.request_id", dtype=pl.Utf8),
             ).alias("request_id"),
-            pl.format("{}:record {}", pl.lit(display), pl.col("_rec")).alias("source"),
+            model.source_id(f"{display}:record ", pl.col("_rec")),
         )
 
     @staticmethod
@@ -741,9 +744,7 @@ class VllmBench(FileFormat):
                 _status_from_text(error).alias("http_status"),
                 error.alias("error"),
                 _col(f, "output_lens", dtype=pl.Int64).alias("output_tokens"),
-                pl.format("{}:{}record {}", pl.lit(display), pl.lit(where), pl.col("_i") + 1).alias(
-                    "source"
-                ),
+                model.source_id(f"{display}:{where}record ", pl.col("_i") + 1),
             ).with_columns((pl.col("_start") + pl.col("latency_s")).alias("_end"))
             frames.append(f)
             have_ok = f.filter(pl.col("ok").fill_null(False)).height
@@ -930,7 +931,7 @@ class AIPerfJsonl(FileFormat):
             (_get(r, "metadata", "benchmark_phase", dtype=pl.Utf8) == "warmup")
             .fill_null(False)
             .alias("warmup"),
-            pl.format("{}:{}", pl.lit(source.display), pl.col("line_no")).alias("source"),
+            model.source_id(f"{source.display}:", pl.col("line_no")),
         )
         frame = _place(
             frame, ctx, result.notes, clock="epoch ns (request_start_ns / request_end_ns)"
@@ -1033,7 +1034,7 @@ class GenAIPerfJson(FileFormat):
             .cast(pl.Int64, strict=False)
             .alias("output_tokens"),
             pl.col("_body").str.extract(r'"id"\s*:\s*"([^"]+)"', 1).alias("request_id"),
-            pl.format("{}:record {}", pl.lit(source.display), pl.col("_rec")).alias("source"),
+            model.source_id(f"{source.display}:record ", pl.col("_rec")),
         )
         frame = _place(
             frame, ctx, result.notes, clock="system_clock ns (timestamp / response_timestamps)"
@@ -1111,7 +1112,7 @@ class LLMPerfResponses(FileFormat):
             .alias("error"),
             _col(f, "number_output_tokens", dtype=pl.Int64).alias("output_tokens"),
             _col(f, "request_id", "x_request_id", "id", dtype=pl.Utf8).alias("request_id"),
-            pl.format("{}:record {}", pl.lit(source.display), pl.col("_rec")).alias("source"),
+            model.source_id(f"{source.display}:record ", pl.col("_rec")),
         )
         frame = _place(frame, ctx, result.notes, clock="the record's start/end fields")
         _finish(result, frame, source.display)
@@ -1391,7 +1392,7 @@ class K6Json(FileFormat):
             )
             .alias("error"),
             pl.coalesce(tag("request_id"), tag("x_request_id")).alias("request_id"),
-            pl.format("{}:{}", pl.lit(source.display), pl.col("line_no")).alias("source"),
+            model.source_id(f"{source.display}:", pl.col("line_no")),
         )
         frame = _place(
             frame,

@@ -15,7 +15,7 @@ from collections import Counter
 import jinja2
 import polars as pl
 
-from logforensics import __version__
+from logforensics import __version__, model
 from logforensics.analysis import Analysis
 from logforensics.report import charts
 
@@ -201,7 +201,7 @@ def _unreached(analysis: Analysis) -> dict:
     by_error = Counter(
         (e if e is not None else "(no error text)") for e in frame["error"].to_list()
     ).most_common(10)
-    rows = frame.head(MAX_ROWS).to_dicts()
+    rows = frame.head(MAX_ROWS).with_columns(model.source_label()).to_dicts()
     for r in rows:
         r["request"] = next((r[c] for c in id_cols if r.get(c)), None)
     dates = {
