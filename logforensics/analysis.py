@@ -161,11 +161,7 @@ class Analysis:
                         "method": fit.method,
                         "matched": fit.matched,
                         "considered": fit.considered,
-                        "moved_s": round(fit.offset_s - self.clock.offset_s, 3)
-                        if abs(fit.offset_s - self.clock.offset_s)
-                        > correlate.INSTANCE_DISAGREEMENT_S
-                        and fit.matched >= correlate.INSTANCE_MIN_MATCHES
-                        else 0.0,
+                        "moved_s": fit.moved_s,
                     }
                     for name, fit in self.instance_clocks.items()
                 },

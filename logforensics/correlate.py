@@ -35,6 +35,7 @@ class ClockFit:
     considered: int = 0
     residual_s: float | None = None  # median |server - client| of the matched pairs
     zone_hint: str | None = None
+    moved_s: float = 0.0  # an instance's records were moved this far onto the common clock
 
     @property
     def fit(self) -> float | None:
@@ -118,8 +119,15 @@ def _fit(
     ends_arr: np.ndarray,
     forced: float | None,
     prefer: float = 0.0,
+    subset: bool = False,
 ) -> ClockFit:
-    """`estimate_offset` on prepared arrays: `ends_arr` sorted, `points_arr` sorted."""
+    """`estimate_offset` on prepared arrays: `ends_arr` sorted, `points_arr` sorted.
+
+    `subset`: the points are one instance's, the ends every request's. Then a
+    one-to-one pairing is biased (the earliest free end within the tolerance
+    is usually another instance's request, about a second early, and three
+    refinements drifted 3 s), so the offset is refined on nearest ends instead.
+    """
     if forced is not None:
         matched, residual = _score(points_arr, widths, ends_arr, forced)
         return ClockFit(forced, "forced", matched, len(points_arr), residual, zone_hint(forced))
@@ -149,7 +157,10 @@ def _fit(
     if widths.max() <= MATCH_TOLERANCE_S:
         window_p, window_e = head_window(points_arr, ends_arr, best)
         for _ in range(3):  # refine on one-to-one pairs, not on nearest neighbours
-            best += _paired_shift(window_p, window_e, best)
+            if subset:
+                best += float(np.median(_nearest(window_p, window_e, best)))
+            else:
+                best += _paired_shift(window_p, window_e, best)
     matched, residual = _score(points_arr, widths, ends_arr, best)
     if matched == 0:
         return ClockFit(0.0, "assumed", 0, len(points_arr))
@@ -206,13 +217,14 @@ def align_instances(
         if clock.method == "forced":
             fits[name] = _fit(points, widths, ends, clock.offset_s)
             continue
-        fit = _fit(points, widths, ends, None, prefer=clock.offset_s)
+        fit = _fit(points, widths, ends, None, prefer=clock.offset_s, subset=True)
         fits[name] = fit
         at_common = int(_fitting(points, widths, ends, clock.offset_s).sum())
         # move an instance only when its own clock explains more of its records
         better = fit.matched >= INSTANCE_MIN_MATCHES and fit.matched > at_common
         if better and abs(fit.offset_s - clock.offset_s) > INSTANCE_DISAGREEMENT_S:
             shifts[name] = fit.offset_s - clock.offset_s
+            fit.moved_s = round(shifts[name], 3)
     if not shifts:
         return tables, coverage, fits
     delta = pl.col("instance").replace_strict(shifts, default=0.0, return_dtype=pl.Float64)
