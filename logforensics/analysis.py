@@ -19,7 +19,7 @@ from logforensics.diagnose import Thresholds, Verdict, diagnose
 from logforensics.ingest import InputError, ParseContext, SourceFile
 from logforensics.inputs import InputFile, Inputs, expand, load
 
-JSON_FORMAT_VERSION = 2
+JSON_FORMAT_VERSION = 3
 CAPPED_MIN_STEPS = 3  # an instance's count fixed across this many steps...
 CAPPED_MIN_COUNT = 3  # ...at this many requests or more is a cap, not chance
 DUPLICATE_LATENCY_S = 0.011  # the seed script rounds latencies to 0.01 s

@@ -20,6 +20,14 @@ from logforensics import correlate, model
 
 MAPPING_MIN_FIT = 0.5  # share of an upstream's lines an instance must echo to be it
 AMBIGUOUS_FIT = 0.1  # a rival instance this close in fit makes the mapping a guess
+# Under load every instance has a line within a second of any time, so echoes
+# cannot tell instances apart; requests per second can. The counts of an
+# address and of its own instance correlate near 1 (0.98–0.99 on the bench
+# bundles), rival instances' only through the shared load steps (≤ 0.65).
+COUNTS_MIN_R = 0.8
+COUNTS_MARGIN = 0.2
+COUNTS_MAX_LAG_S = 3  # clocks of the proxy's and the instances' hosts may differ this much
+COUNTS_MAX_BINS = 500_000
 
 
 @dataclass
@@ -29,6 +37,8 @@ class UpstreamFit:
     fit: float | None  # share of the upstream's answered lines the instance echoed
     lines: int
     forced: bool = False
+    by: str | None = None  # forced | timing | counts: what decided the mapping
+    counts_r: float | None = None  # correlation of requests per second, where it decided
 
     def to_dict(self) -> dict:
         return {
@@ -36,6 +46,8 @@ class UpstreamFit:
             "fit": self.fit,
             "lines": self.lines,
             "forced": self.forced,
+            "by": self.by,
+            "counts_r": self.counts_r,
         }
 
 
@@ -92,7 +104,9 @@ def map_upstreams(
     for address in sorted(set(by_address) | set(forced)):
         own = by_address.get(address, np.array([]))
         if address in forced:
-            fits[address] = UpstreamFit(address, forced[address], None, len(own), forced=True)
+            fits[address] = UpstreamFit(
+                address, forced[address], None, len(own), forced=True, by="forced"
+            )
             continue
         for n in names:
             head, theirs = correlate.head_window(own, instance_times[n], 0.0)
@@ -109,9 +123,54 @@ def map_upstreams(
         if rivals and max(rivals) >= fit - AMBIGUOUS_FIT:
             current.fit = round(fit, 3)
             continue  # two instances keep time with this address: do not guess
-        fits[address] = UpstreamFit(address, name, round(fit, 3), current.lines)
+        fits[address] = UpstreamFit(address, name, round(fit, 3), current.lines, by="timing")
         taken.add(name)
+    _map_by_counts(fits, by_address, instance_times, taken)
     return fits
+
+
+def _map_by_counts(
+    fits: dict[str, UpstreamFit],
+    by_address: dict[str, np.ndarray],
+    instance_times: dict[str, np.ndarray],
+    taken: set[str],
+) -> None:
+    """Addresses timing left open, mapped by requests per second where one instance stands out."""
+    scores = []
+    for address, fit in fits.items():
+        if fit.instance or fit.forced or address not in by_address:
+            continue
+        for name, times in instance_times.items():
+            if name not in taken:
+                scores.append((_count_correlation(by_address[address], times), address, name))
+    for r, address, name in sorted(scores, reverse=True):
+        current = fits[address]
+        if current.instance or name in taken or r < COUNTS_MIN_R:
+            continue
+        rivals = [q for q, a, n in scores if a == address and n != name and n not in taken]
+        if rivals and max(rivals) > r - COUNTS_MARGIN:
+            continue
+        current.instance, current.by, current.counts_r = name, "counts", round(r, 3)
+        taken.add(name)
+
+
+def _count_correlation(own: np.ndarray, theirs: np.ndarray) -> float:
+    """Best Pearson correlation of requests per second, the clocks up to a few seconds apart."""
+    if len(own) < 2 or len(theirs) < 2:
+        return 0.0
+    lo = np.floor(min(own[0], theirs[0]))
+    bins = int(np.floor(max(own[-1], theirs[-1])) - lo) + 1
+    if bins > COUNTS_MAX_BINS:
+        return 0.0
+    a = np.bincount((own - lo).astype(np.int64), minlength=bins).astype(float)
+    b = np.bincount((theirs - lo).astype(np.int64), minlength=bins).astype(float)
+    best = 0.0
+    for lag in range(-COUNTS_MAX_LAG_S, COUNTS_MAX_LAG_S + 1):
+        x = a[max(0, lag) : bins + min(0, lag)]
+        y = b[max(0, -lag) : bins - max(0, lag)]
+        if x.std() > 0 and y.std() > 0:
+            best = max(best, float(np.corrcoef(x, y)[0, 1]))
+    return best
 
 
 def attribute(

@@ -36,3 +36,15 @@ def test_instances_on_the_common_clock_are_not_moved(busy):
     for name, fit in got["clock"]["instances"].items():
         assert fit["offset_s"] == pytest.approx(common, abs=0.05), name
         assert fit["moved_s"] == 0.0, name
+
+
+def test_upstream_addresses_are_mapped_by_requests_per_second(busy):
+    """nginx stamps whole seconds and 60 requests end every second: echoes in time fit every
+    instance about as well, so the mapping comes from the per-second counts (the bench
+    generator sends instance gpu-N's traffic to 10.0.1.(11+N))."""
+    got, _ = busy
+    upstreams = got["proxy"]["upstreams"]
+    assert {a: u["instance"] for a, u in upstreams.items()} == {
+        f"10.0.1.{11 + n}:8000": f"gpu-{n}" for n in range(8)
+    }
+    assert all(u["by"] == "counts" and u["counts_r"] > 0.9 for u in upstreams.values())

@@ -150,6 +150,8 @@ def test_forced_upstream_mapping_names_the_lost_instance():
         "fit": None,
         "lines": 15,
         "forced": True,
+        "by": "forced",
+        "counts_r": None,
     }
     steps = [r for r in got["runs"] if not r["warmup"]]
     assert [r["per_upstream"] for r in steps] == [
