@@ -11,6 +11,7 @@ over a gigabyte of the canonical tables.
 from __future__ import annotations
 
 import enum
+import threading
 
 import polars as pl
 
@@ -112,15 +113,17 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
 LINE_SPAN = 1 << 32  # source = prefix id × LINE_SPAN + line number
 _PREFIXES: list[str] = []  # prefix id → text, e.g. "gpu-0.log:" or "report.json:record "
 _PREFIX_IDS: dict[str, int] = {}
+_PREFIX_LOCK = threading.Lock()
 
 
 def source_prefix(prefix: str) -> int:
     """The id of a label prefix, registered on first use (process-wide, so frames from
-    any file or analysis can be concatenated and still render)."""
-    if prefix not in _PREFIX_IDS:
-        _PREFIX_IDS[prefix] = len(_PREFIXES)
-        _PREFIXES.append(prefix)
-    return _PREFIX_IDS[prefix]
+    any file or analysis can be concatenated and still render; files parse in threads)."""
+    with _PREFIX_LOCK:
+        if prefix not in _PREFIX_IDS:
+            _PREFIX_IDS[prefix] = len(_PREFIXES)
+            _PREFIXES.append(prefix)
+        return _PREFIX_IDS[prefix]
 
 
 def source_id(prefix: str, number: pl.Expr | int = 0) -> pl.Expr:
