@@ -734,7 +734,7 @@ def _match_by_time(
     return pl.DataFrame(
         {
             "_row": reqs["_row"].gather(req_pos),
-            "instance": recs["instance"].gather(rec_pos).cast(pl.Utf8),
+            "instance": recs["instance"].gather(rec_pos),
             "server_source": recs["source"].gather(rec_pos).cast(model.SOURCE),
             "ambiguous": np.concatenate([p[2] for p in picked] + [np.zeros(0, bool)]),
             "late": np.concatenate(

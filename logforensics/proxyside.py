@@ -197,7 +197,7 @@ def attribute(
         )
         .with_columns(
             pl.lit(_stamp_precision(proxy)).alias("at_precision_s"),
-            pl.col("source").cast(pl.Utf8).alias("instance"),  # each line stands for itself
+            pl.col("source").alias("instance"),  # each line stands for itself while matching
             pl.lit("access").alias("event"),
             pl.coalesce(pl.col("path"), pl.lit("/v1/chat/completions")).alias("path"),
         )
@@ -214,7 +214,7 @@ def attribute(
     )
     # a request whose id two lines carry keeps the later one
     pinned = by_id.group_by("_row", maintain_order=True).agg(
-        pl.col("_src").last().cast(pl.Utf8).alias("instance")
+        pl.col("_src").last().alias("instance")
     )
     timed = rows.filter(pl.col("started_at").is_not_null()).select(
         "_row",
@@ -237,18 +237,24 @@ def attribute(
         pl.col("http_status").alias("proxy_status"),
     )
     address_to_instance = {a: f.instance for a, f in mapping.items() if f.instance}
-    joined = (
-        rows.join(
-            owner.select("_row", pl.col("instance").cast(model.SOURCE).alias("proxy_source")),
+    # only the new columns are joined (in row order), not the whole request table
+    decided = (
+        rows.select("_row")
+        .join(
+            owner.select("_row", pl.col("instance").alias("proxy_source")),
             on="_row",
             how="left",
             maintain_order="left",
         )
-        .join(details, on="proxy_source", how="left")
-        .with_columns(
+        .join(details, on="proxy_source", how="left", maintain_order="left")
+        .select(
+            pl.col("proxy_source").cast(model.SOURCE),
+            "proxy_upstream",
+            "proxy_delivery",
+            "proxy_status",
             pl.col("proxy_upstream")
             .replace_strict(address_to_instance, default=None, return_dtype=pl.Utf8)
-            .alias("proxy_instance")
+            .alias("proxy_instance"),
         )
     )
-    return joined.drop("_row"), clock
+    return requests.with_columns(decided), clock
