@@ -147,13 +147,12 @@ def _fit(
     # candidates are scored on an even sample of the records: ranks, not totals, decide
     pick = np.linspace(0, len(points_arr) - 1, min(SCORE_SAMPLE, len(points_arr))).astype(int)
     sample_points, sample_widths = points_arr[pick], widths[pick]
-    best = max(
-        candidates,
-        key=lambda c: (
-            int(_fitting(sample_points, sample_widths, ends_arr, c).sum()),
-            -abs(c - prefer),
-        ),
-    )
+    def rank(c: float) -> tuple[int, float]:
+        return int(_fitting(sample_points, sample_widths, ends_arr, c).sum()), -abs(c - prefer)
+
+    # where the preferred offset fits every sampled record, no candidate can outrank it
+    at_prefer = rank(prefer)
+    best = prefer if at_prefer[0] == len(pick) else max(candidates, key=rank)
     if widths.max() <= MATCH_TOLERANCE_S:
         window_p, window_e = head_window(points_arr, ends_arr, best)
         for _ in range(3):  # refine on one-to-one pairs, not on nearest neighbours
