@@ -213,3 +213,49 @@ def test_a_field_whose_type_changes_late_is_still_read(tmp_path):
     assert table["latency_s"][-1] == 2.5
     assert table["error"][-1] == "x"
     assert table["ok"].to_list() == [True] * 300 + [False]
+
+
+def _big_jsonl(path, change=None, lines=40_000):
+    """~5 MB of JSON lines: the schema sample (start, middle, end) misses lines 12000-12009."""
+    rows = []
+    for i in range(lines):
+        row = {
+            "request_id": f"r{i}",
+            "started_at": f"2026-02-24T06:{i // 1000 % 60:02d}:{i % 60:02d}.25Z",
+            "latency_s": 1,
+            "ok": True,
+            "marker": None,
+        }
+        if change and 12_000 <= i < 12_010:
+            row = change(row)
+        rows.append(json.dumps(row))
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda r: {**r, "ok": False, "error": "HTTP Error 502"}, id="key-only-later"),
+        pytest.param(lambda r: {**r, "marker": "(7)"}, id="null-in-sample-set-later"),
+        pytest.param(lambda r: {**r, "latency_s": 2.5}, id="type-widens-later"),
+    ],
+)
+def test_what_the_schema_sample_misses_is_still_read(tmp_path, change):
+    """The fast read takes its schema from a sample; whatever the sample cannot see must
+    come out exactly as reading every line with full inference gives it."""
+    from logforensics.ingest.client import normalise_generic
+
+    path = _big_jsonl(tmp_path / "big.jsonl", change)
+    rows = parse(path)[1].table("client_requests")
+    full = pl.read_ndjson(path, infer_schema_length=None).with_row_index("line_no", offset=1)
+    expected = normalise_generic(
+        full.with_columns(pl.col("line_no").cast(pl.Int64)), "big.jsonl", "UTC"
+    )
+    assert rows.height == 40_000
+    assert rows.drop("run", "source").equals(expected.drop("run", "source"))
+    changed = rows.slice(12_000, 10)
+    assert (
+        changed.select("ok", "error", "marker", "latency_s").rows()
+        != rows.slice(0, 10).select("ok", "error", "marker", "latency_s").rows()
+    )
