@@ -147,6 +147,7 @@ def _fit(
     # candidates are scored on an even sample of the records: ranks, not totals, decide
     pick = np.linspace(0, len(points_arr) - 1, min(SCORE_SAMPLE, len(points_arr))).astype(int)
     sample_points, sample_widths = points_arr[pick], widths[pick]
+
     def rank(c: float) -> tuple[int, float]:
         return int(_fitting(sample_points, sample_widths, ends_arr, c).sum()), -abs(c - prefer)
 
