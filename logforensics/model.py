@@ -134,11 +134,17 @@ def source_id(prefix: str, number: pl.Expr | int = 0) -> pl.Expr:
     ).alias("source")
 
 
+def _prefixes() -> list[str]:
+    with _PREFIX_LOCK:
+        return list(_PREFIXES)
+
+
 def source_label(column: str = "source") -> pl.Expr:
     """`file:line` text of a source column (null stays null)."""
     ids = pl.col(column)
+    prefixes = _prefixes()
     prefix = (ids // LINE_SPAN).replace_strict(
-        list(range(len(_PREFIXES))), _PREFIXES, return_dtype=pl.Utf8, default=None
+        list(range(len(prefixes))), prefixes, return_dtype=pl.Utf8, default=None
     )
     number = ids % LINE_SPAN
     return (
@@ -149,9 +155,10 @@ def source_label(column: str = "source") -> pl.Expr:
 def source_file(column: str = "source") -> pl.Expr:
     """The file part of a source column's labels (`gpu-0.log`), for grouping by file."""
     ids = pl.col(column)
-    files = [p.rstrip(" ").removesuffix(":record").rstrip(":") for p in _PREFIXES]
+    # "gpu-0.log:" → gpu-0.log; "report.json:record " or "stats.csv:Aggregated" → the file
+    files = [p[:-1] if p.endswith(":") else p.rsplit(":", 1)[0] for p in _prefixes()]
     return (ids // LINE_SPAN).replace_strict(
-        list(range(len(_PREFIXES))), files, return_dtype=pl.Utf8, default=None
+        list(range(len(files))), files, return_dtype=pl.Utf8, default=None
     )
 
 
@@ -178,7 +185,8 @@ def prefixes_of(frame: pl.DataFrame) -> dict[int, str]:
     if "source" not in frame.columns:
         return {}
     ids = (frame["source"].drop_nulls() // LINE_SPAN).unique().to_list()
-    return {i: _PREFIXES[i] for i in sorted(ids)}
+    prefixes = _prefixes()
+    return {i: prefixes[i] for i in sorted(ids)}
 
 
 def empty(table: str) -> pl.DataFrame:
