@@ -297,12 +297,14 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     instances = instance_names(tables)
     records = correlate.inference_records(tables["server_requests"])
     clock = correlate.estimate_offset(client, records, options.offset_s)
-    tables, coverage, instance_clocks = correlate.align_instances(
-        client, tables, inputs.coverage, clock
+    aligned, coverage, instance_clocks = correlate.align_instances(
+        client, tables, inputs.coverage, clock, records
     )
-    requests = correlate.attribute(client, tables["server_requests"], clock, coverage)
+    if aligned is not tables:  # an instance was moved onto the common clock
+        tables, records = aligned, correlate.inference_records(aligned["server_requests"])
+    requests = correlate.attribute(client, tables["server_requests"], clock, coverage, records)
     upstreams = proxyside.map_upstreams(
-        tables["proxy_requests"], tables["server_requests"], options.upstreams
+        tables["proxy_requests"], tables["server_requests"], options.upstreams, records
     )
     requests, proxy_clock = proxyside.attribute(
         requests, tables["proxy_requests"], upstreams, options.proxy_offset_s

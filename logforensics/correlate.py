@@ -200,15 +200,21 @@ INSTANCE_DISAGREEMENT_S = MATCH_TOLERANCE_S
 
 
 def align_instances(
-    client: pl.DataFrame, tables: dict[str, pl.DataFrame], coverage: dict, clock: ClockFit
+    client: pl.DataFrame,
+    tables: dict[str, pl.DataFrame],
+    coverage: dict,
+    clock: ClockFit,
+    records: pl.DataFrame | None = None,
 ) -> tuple[dict[str, pl.DataFrame], dict, dict[str, ClockFit]]:
     """Estimate each instance's own offset; move an instance whose clock disagrees onto the common one.
 
     Only an instance with enough well-fitting records is moved; the others
     keep the common offset. Returns shifted tables, shifted coverage and the
-    per-instance fits (for the report).
+    per-instance fits (for the report); `tables` itself when nothing moved.
+    `records`: `inference_records` of the server requests, if already at hand.
     """
-    records = inference_records(tables["server_requests"])
+    if records is None:
+        records = inference_records(tables["server_requests"])
     ends = _end_times(client)
     fits: dict[str, ClockFit] = {}
     shifts: dict[str, float] = {}
@@ -454,6 +460,7 @@ def attribute(
     server: pl.DataFrame,
     clock: ClockFit,
     coverage: dict,
+    records: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Add instance, match_key, ambiguous, server_source, late and reach to each request.
 
@@ -480,7 +487,7 @@ def attribute(
         .fill_null(False)
         .alias("late"),
     )
-    records = inference_records(server)
+    records = inference_records(server) if records is None else records
     timed = client.filter(pl.col("started_at").is_not_null()).select(
         "_row", "ok", _seconds("started_at").alias("s"), _seconds("ended_at").alias("e")
     )

@@ -80,7 +80,10 @@ def _times_by(frame: pl.DataFrame, key: str) -> dict[str, np.ndarray]:
 
 
 def map_upstreams(
-    proxy: pl.DataFrame, server: pl.DataFrame, forced: dict[str, str]
+    proxy: pl.DataFrame,
+    server: pl.DataFrame,
+    forced: dict[str, str],
+    records: pl.DataFrame | None = None,
 ) -> dict[str, UpstreamFit]:
     """Which instance each upstream address is, judged by timing, one instance per address.
 
@@ -93,7 +96,7 @@ def map_upstreams(
         .with_columns(last_upstream(pl.col("upstream")).alias("address"))
         .filter(pl.col("http_status").is_between(200, 299))
     )
-    access = correlate.inference_records(server)
+    access = correlate.inference_records(server) if records is None else records
     tol = correlate.MATCH_TOLERANCE_S + _stamp_precision(proxy)
     names = access["instance"].unique().sort().to_list()
     by_instance = _times_by(access, "instance")
