@@ -275,9 +275,8 @@ def _decode_whole_file(source: SourceFile) -> pl.DataFrame | None:
     """The common case in one native pass: every line one JSON object, no blank lines.
 
     Line numbers are then the row numbers. Anything else (a blank line, a
-    line that is not JSON, bytes that are not UTF-8, a type that changes
-    part-way) returns None, and the file is read line by line so that every
-    bad line is found and counted.
+    line that is not JSON, bytes that are not UTF-8) returns None, and the
+    file is read line by line so that every bad line is found and counted.
     """
     lines, facts = source.stream_facts()
     if facts["crlf"] or facts["nul"] or facts["starts_blank"] or not lines:
