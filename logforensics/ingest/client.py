@@ -25,6 +25,7 @@ from logforensics.ingest.base import (
     ParseContext,
     ParseResult,
     SourceFile,
+    decode_json_objects,
     source_expr,
 )
 
@@ -254,17 +255,11 @@ class ClientJsonl(FileFormat):
             result.notes += time_notes(whole, ctx.client_tz)
             return result
         lines = source.lines
-        looks_json = pl.col("text").str.contains(r"^\s*\{.*\}\s*$")
-        blank = pl.col("text").str.strip_chars() == ""
-        candidates = lines.filter(looks_json)
-        decoded, bad = _decode_json_lines(candidates)
+        decoded, bad = decode_json_objects(lines)
         result = ParseResult(lines=lines.height, formats=[self.name])
         result.parsed = decoded.height
-        result.noise = lines.filter(blank).height
-        unparsed = pl.concat(
-            [lines.filter(~looks_json & ~blank), candidates.filter(pl.col("line_no").is_in(bad))]
-        ).sort("line_no")
-        result.unparsed_examples = _examples(unparsed)
+        result.noise = lines.height - decoded.height - bad.height  # blank lines
+        result.unparsed_examples = _examples(bad)
         if decoded.height:
             result.add("client_requests", normalise_generic(decoded, source.display, ctx.client_tz))
             result.notes += time_notes(decoded, ctx.client_tz)
@@ -350,26 +345,6 @@ def _read_with_sampled_schema(document, sample: bytes) -> pl.DataFrame | None:
     except pl.exceptions.PolarsError:
         return None
     return decoded.drop(unseen)
-
-
-def _decode_json_lines(candidates: pl.DataFrame) -> tuple[pl.DataFrame, list[int]]:
-    """Decode JSON lines in one vectorised pass; find the bad ones only if there are any."""
-    if candidates.is_empty():
-        return pl.DataFrame({"line_no": []}, schema={"line_no": pl.Int64}), []
-    try:
-        body = candidates.select(pl.col("text").str.join("\n")).item().encode("utf-8")
-        decoded = pl.read_ndjson(io.BytesIO(body), infer_schema_length=None)
-        if decoded.height != candidates.height:
-            raise ValueError("record count differs from line count")
-        return decoded.with_columns(candidates["line_no"]), []
-    except Exception:  # polars names no single error class for bad JSON: find the lines
-        good, bad = [], []
-        for line_no, text in candidates.iter_rows():
-            try:
-                good.append({"line_no": line_no, **json.loads(text)})
-            except ValueError:
-                bad.append(line_no)
-        return pl.DataFrame(good, infer_schema_length=None), bad
 
 
 @register_file_format

@@ -37,7 +37,6 @@ line is counted, never fatal.
 from __future__ import annotations
 
 import datetime as dt
-import io
 import json
 import re
 from http import HTTPStatus
@@ -53,6 +52,7 @@ from logforensics.ingest.base import (
     ParseContext,
     ParseResult,
     SourceFile,
+    decode_json_objects,
 )
 
 EPOCH_MIN_S = 1e9  # 2001-09-09: smaller "times" are a counter, not wall time
@@ -194,41 +194,6 @@ def _salvage_objects(text: str, start_re: str) -> list[tuple[int, int, dict]]:
             out.append((m.start(), end, obj))
             pos = end
     return out
-
-
-def _decode_jsonl(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """JSON-object lines decoded by polars (one pass); the lines that are not JSON objects.
-
-    Returns the decoded records (``line_no`` plus one column per top-level key)
-    and the bad lines (``line_no``, ``text``). Lines are inspected one by one
-    only when the vectorised pass fails.
-    """
-    candidates = lines.filter(pl.col("text").str.strip_chars() != "")
-    empty = pl.DataFrame(schema={"line_no": pl.Int64})
-    if candidates.is_empty():
-        return empty, candidates
-
-    def decode(frame: pl.DataFrame) -> pl.DataFrame:
-        # read_ndjson infers one schema over every line (str.json_decode needs one up front)
-        data = "\n".join(frame["text"].to_list()).encode()
-        out = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
-        if out.height != frame.height:
-            raise ValueError("line count changed while decoding")
-        return out.with_columns(frame["line_no"])
-
-    try:
-        return decode(candidates), candidates.clear()
-    except Exception:
-        pass
-    good = []
-    for text in candidates["text"]:
-        try:
-            good.append(isinstance(json.loads(text), dict))
-        except ValueError:
-            good.append(False)
-    mask = pl.Series(good, dtype=pl.Boolean)
-    ok, bad = candidates.filter(mask), candidates.filter(~mask)
-    return (decode(ok) if ok.height else empty), bad
 
 
 def _anchor_utc(anchor: dt.datetime) -> dt.datetime:
@@ -855,7 +820,7 @@ class AIPerfJsonl(FileFormat):
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
         lines = source.lines
         result = ParseResult(lines=lines.height, formats=[self.name])
-        decoded, bad = _decode_jsonl(lines)
+        decoded, bad = decode_json_objects(lines)
         is_record = (
             _get(decoded, "metadata").is_not_null()
             if "metadata" in decoded.columns
@@ -1323,7 +1288,7 @@ class K6Json(FileFormat):
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
         lines = source.lines
         result = ParseResult(lines=lines.height, formats=[self.name])
-        decoded, bad = _decode_jsonl(lines)
+        decoded, bad = decode_json_objects(lines)
         kind = _col(decoded, "type", dtype=pl.Utf8)
         metric = _col(decoded, "metric", dtype=pl.Utf8)
         classified = (
