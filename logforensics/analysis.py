@@ -14,7 +14,8 @@ from pathlib import Path
 
 import polars as pl
 
-from logforensics import correlate, proxyside, runs
+from logforensics.correlate import attribute, balance, clock, proxy, reach, steps
+from logforensics.correlate.records import inference_records
 from logforensics.diagnose import Thresholds, Verdict, diagnose
 from logforensics.ingest import InputError, ParseContext, SourceFile
 from logforensics.inputs import InputFile, Inputs, expand, load
@@ -78,14 +79,14 @@ class Analysis:
     tables: dict[str, pl.DataFrame]
     runs: list[dict]
     instances: list[str]
-    clock: correlate.ClockFit
+    clock: clock.ClockFit
     findings: list[Finding]
     inputs: list[InputFile]
     errors: list[str]
     coverage: dict[str, tuple[dt.datetime, dt.datetime]]
-    instance_clocks: dict[str, correlate.ClockFit]
-    upstreams: dict[str, proxyside.UpstreamFit]
-    proxy_clock: correlate.ClockFit | None
+    instance_clocks: dict[str, clock.ClockFit]
+    upstreams: dict[str, proxy.UpstreamFit]
+    proxy_clock: clock.ClockFit | None
     unmatched_server_records: int
     generated_at: dt.datetime
 
@@ -142,8 +143,8 @@ class Analysis:
             "totals": self.totals(),
             "instances": self.instance_shares(),
             "runs": [_jsonable(run) for run in self.runs],
-            "capacity": runs.capacity(self.runs),
-            "balance": runs.overall_balance(self.runs, self.instances),
+            "capacity": steps.capacity(self.runs),
+            "balance": balance.overall_balance(self.runs, self.instances),
             "findings": [f.to_dict() for f in self.findings],
             "inputs": [_input_dict(f) for f in self.inputs],
             "errors": self.errors,
@@ -293,34 +294,34 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     tables = inputs.tables
     client, dupes = dedupe_client(tables["client_requests"])
     findings += dupes
-    client = runs.assign_steps(client)
+    client = steps.assign_steps(client)
     instances = instance_names(tables)
-    records = correlate.inference_records(tables["server_requests"])
-    clock = correlate.estimate_offset(client, records, options.offset_s)
-    aligned, coverage, instance_clocks = correlate.align_instances(
-        client, tables, inputs.coverage, clock, records
+    records = inference_records(tables["server_requests"])
+    offset = clock.estimate_offset(client, records, options.offset_s)
+    aligned, coverage, instance_clocks = clock.align_instances(
+        client, tables, inputs.coverage, offset, records
     )
     if aligned is not tables:  # an instance was moved onto the common clock
-        tables, records = aligned, correlate.inference_records(aligned["server_requests"])
-    requests = correlate.attribute(client, tables["server_requests"], clock, coverage, records)
-    upstreams = proxyside.map_upstreams(
+        tables, records = aligned, inference_records(aligned["server_requests"])
+    requests = attribute.attribute(client, tables["server_requests"], offset, coverage, records)
+    upstreams = proxy.map_upstreams(
         tables["proxy_requests"], tables["server_requests"], options.upstreams, records
     )
-    requests, proxy_clock = proxyside.attribute(
+    requests, proxy_clock = proxy.attribute(
         requests, tables["proxy_requests"], upstreams, options.proxy_offset_s
     )
-    requests = correlate.decide_reach(requests, coverage, clock.offset_s)
-    step_runs = runs.summarise(requests, instances)
+    requests = reach.decide_reach(requests, coverage, offset.offset_s)
+    step_runs = steps.summarise(requests, instances)
     unmatched = max(0, records.height - requests.filter(pl.col("match_key").is_not_null()).height)
-    verdict = diagnose(requests, tables, clock.offset_s, instances, options.thresholds, step_runs)
-    findings += _findings(step_runs, instances, clock, inputs, requests, unmatched)
+    verdict = diagnose(requests, tables, offset.offset_s, instances, options.thresholds, step_runs)
+    findings += _findings(step_runs, instances, offset, inputs, requests, unmatched)
     return Analysis(
         verdict=verdict,
         requests=requests,
         tables=tables,
         runs=step_runs,
         instances=instances,
-        clock=clock,
+        clock=offset,
         findings=findings,
         inputs=inputs.files,
         errors=inputs.errors,
@@ -429,7 +430,7 @@ def _findings(step_runs, instances, clock, inputs, requests, unmatched) -> list[
         ~pl.col("warmup") & pl.col("instance").is_null() & (pl.col("proxy_delivery") == "reached")
     )
     if unverified.height:
-        by = unverified.group_by(runs.upstream_name().alias("u")).len().sort("u")
+        by = unverified.group_by(steps.upstream_name().alias("u")).len().sort("u")
         listed = ", ".join(f"{u or 'an unmapped upstream'}: {n}" for u, n in by.iter_rows())
         out.append(
             Finding(

@@ -162,7 +162,7 @@ def test_forced_upstream_mapping_names_the_lost_instance():
 
 
 def test_an_address_two_instances_keep_time_with_is_not_guessed(tmp_path):
-    from logforensics import proxyside
+    from logforensics.correlate import proxy
     from logforensics.ingest import ParseContext
     from logforensics.inputs import load
 
@@ -171,7 +171,7 @@ def test_an_address_two_instances_keep_time_with_is_not_guessed(tmp_path):
     shutil.copytree(FIXTURES / "nginx-max-conns", folder)
     shutil.copy(folder / "gpu-a.log", folder / "gpu-c.log")
     inputs = load([folder], ParseContext(year=2026))
-    fits = proxyside.map_upstreams(
+    fits = proxy.map_upstreams(
         inputs.tables["proxy_requests"], inputs.tables["server_requests"], {}
     )
     assert fits["10.0.1.11:8000"].instance is None

@@ -6,7 +6,8 @@ import random
 import pytest
 
 from logforensics.analysis import Options, analyze
-from logforensics.correlate import chi_square_even, zone_hint
+from logforensics.correlate.balance import chi_square_even
+from logforensics.correlate.clock import zone_hint
 from tests import scenario
 
 

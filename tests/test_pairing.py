@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logforensics import correlate, proxyside
+from logforensics.correlate import attribute, clock, pairing, proxy
 
 EPOCH = 1_771_912_800.0  # epoch seconds of the bench bundles: where rounding at ±tol bites
 TOLERANCES = [0.0, 0.5, 1.0, 1.000001, 2.0]
@@ -69,11 +69,11 @@ def times_from(raw: list[int], grid: float, base: float) -> np.ndarray:
 def test_pair_within_is_the_walk(raw_points, raw_times, grid, base, tol):
     points, times = times_from(raw_points, grid, base), times_from(raw_times, grid, base)
     want = reference_pairing(points.tolist(), times.tolist(), tol)
-    assert correlate.pair_within(points, times, tol).tolist() == want
-    assert proxyside._echoed(points, times, tol) == sum(k >= 0 for k in want)
+    assert pairing.pair_within(points, times, tol).tolist() == want
+    assert proxy.echoed(points, times, tol) == sum(k >= 0 for k in want)
     paired = [(p, times[k]) for p, k in zip(points, want, strict=True) if k >= 0]
     expected = float(np.median([p - t for p, t in paired])) if paired else 0.0
-    assert correlate._paired_shift(points, times, 0.0, tol) == expected
+    assert clock.paired_shift(points, times, 0.0, tol) == expected
 
 
 @settings(max_examples=400, deadline=None)
@@ -100,11 +100,11 @@ def test_greedy_is_the_walk(raw_points, raw_windows, grid, base, spread, how):
     if how == "end":
         hi = lo
     elif how == "late":
-        hi = lo + correlate.LATE_LIMIT_S
+        hi = lo + attribute.LATE_LIMIT_S
     else:  # a streamed request's window: ends out of order, some even before the start
         hi = lo + np.array([d * grid for _, d in raw_windows], dtype=float)[order]
     want = reference_greedy(points.tolist(), tols.tolist(), lo.tolist(), hi.tolist())
-    assert correlate._greedy(points, tols, lo, hi).tolist() == want
+    assert pairing.pair_windows(points, tols, lo, hi).tolist() == want
 
 
 @settings(max_examples=400, deadline=None)
@@ -131,7 +131,7 @@ def test_greedy_at_the_tolerance_edge(raw_windows, base, raw_points, one_tol, at
     order = np.argsort(edges + nudges * np.spacing(edges), kind="stable")
     points, tols = (edges + nudges * np.spacing(edges))[order], tols[order]
     want = reference_greedy(points.tolist(), tols.tolist(), ends.tolist(), ends.tolist())
-    assert correlate._greedy(points, tols, ends, ends).tolist() == want
+    assert pairing.pair_windows(points, tols, ends, ends).tolist() == want
 
 
 @settings(max_examples=300, deadline=None)
@@ -139,7 +139,7 @@ def test_greedy_at_the_tolerance_edge(raw_windows, base, raw_points, one_tol, at
 def test_pair_in_order_any_bounds(bounds):
     first = np.array([f for f, _ in bounds], dtype=np.int64)
     stop = np.array([s for _, s in bounds], dtype=np.int64)
-    assert correlate.pair_in_order(first, stop).tolist() == reference_in_order(
+    assert pairing.pair_in_order(first, stop).tolist() == reference_in_order(
         first.tolist(), stop.tolist()
     )
 
@@ -151,24 +151,24 @@ def test_pairing_across_many_scan_blocks():
         times = np.sort(EPOCH + rng.uniform(0, 600, 6000))
         points = np.sort(EPOCH + rng.uniform(0, 600, int(6000 * rate)))
         want = reference_pairing(points.tolist(), times.tolist(), 1.0)
-        assert correlate.pair_within(points, times, 1.0).tolist() == want
+        assert pairing.pair_within(points, times, 1.0).tolist() == want
         tols = np.full(len(points), 1.000001)
         want = reference_greedy(points.tolist(), tols.tolist(), times.tolist(), times.tolist())
-        assert correlate._greedy(points, tols, times, times).tolist() == want
+        assert pairing.pair_windows(points, tols, times, times).tolist() == want
 
 
 def test_missing_times_take_nothing_and_move_nothing():
     times = np.array([10.0, 11.0, 12.0])
     points = np.array([np.nan, 10.5, np.nan, 11.2])
-    assert correlate.pair_within(points, times, 1.0).tolist() == [-1, 0, -1, 1]
+    assert pairing.pair_within(points, times, 1.0).tolist() == [-1, 0, -1, 1]
     tols = np.full(4, 1.0)
-    assert correlate._greedy(points, tols, times, times).tolist() == [-1, 0, -1, 1]
+    assert pairing.pair_windows(points, tols, times, times).tolist() == [-1, 0, -1, 1]
 
 
 def test_empty_inputs():
     empty = np.array([])
-    assert correlate.pair_within(empty, np.array([1.0]), 1.0).tolist() == []
-    assert correlate.pair_within(np.array([1.0]), empty, 1.0).tolist() == [-1]
-    assert correlate._greedy(np.array([1.0]), np.array([1.0]), empty, empty).tolist() == [-1]
-    assert correlate._paired_shift(empty, np.array([1.0]), 0.0) == 0.0
-    assert proxyside._echoed(empty, empty, 1.0) == 0
+    assert pairing.pair_within(empty, np.array([1.0]), 1.0).tolist() == []
+    assert pairing.pair_within(np.array([1.0]), empty, 1.0).tolist() == [-1]
+    assert pairing.pair_windows(np.array([1.0]), np.array([1.0]), empty, empty).tolist() == [-1]
+    assert clock.paired_shift(empty, np.array([1.0]), 0.0) == 0.0
+    assert proxy.echoed(empty, empty, 1.0) == 0

@@ -16,7 +16,16 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from logforensics import correlate, model
+from logforensics import model
+from logforensics.correlate.attribute import ID_PREFIX_RE, match_by_time
+from logforensics.correlate.clock import ClockFit, estimate_offset, head_window
+from logforensics.correlate.pairing import pair_within
+from logforensics.correlate.records import (
+    INFERENCE_PATH_RE,
+    MATCH_TOLERANCE_S,
+    inference_records,
+    seconds,
+)
 
 MAPPING_MIN_FIT = 0.5  # share of an upstream's lines an instance must echo to be it
 AMBIGUOUS_FIT = 0.1  # a rival instance this close in fit makes the mapping a guess
@@ -64,9 +73,9 @@ def _stamp_precision(frame: pl.DataFrame) -> float:
     return 1.0 if whole else 0.001
 
 
-def _echoed(proxy_times: np.ndarray, instance_times: np.ndarray, tol: float) -> int:
+def echoed(proxy_times: np.ndarray, instance_times: np.ndarray, tol: float) -> int:
     """Proxy lines paired one-to-one, in time order, with an instance line within `tol`."""
-    return int((correlate.pair_within(proxy_times, instance_times, tol) >= 0).sum())
+    return int((pair_within(proxy_times, instance_times, tol) >= 0).sum())
 
 
 def _times_by(frame: pl.DataFrame, key: str) -> dict[str, np.ndarray]:
@@ -96,8 +105,8 @@ def map_upstreams(
         .with_columns(last_upstream(pl.col("upstream")).alias("address"))
         .filter(pl.col("http_status").is_between(200, 299))
     )
-    access = correlate.inference_records(server) if records is None else records
-    tol = correlate.MATCH_TOLERANCE_S + _stamp_precision(proxy)
+    access = inference_records(server) if records is None else records
+    tol = MATCH_TOLERANCE_S + _stamp_precision(proxy)
     names = access["instance"].unique().sort().to_list()
     by_instance = _times_by(access, "instance")
     instance_times = {n: by_instance.get(n, np.array([])) for n in names}
@@ -112,10 +121,8 @@ def map_upstreams(
             )
             continue
         for n in names:
-            head, theirs = correlate.head_window(own, instance_times[n], 0.0)
-            scores.append(
-                (_echoed(head, theirs, tol) / len(head) if len(head) else 0.0, address, n)
-            )
+            head, theirs = head_window(own, instance_times[n], 0.0)
+            scores.append((echoed(head, theirs, tol) / len(head) if len(head) else 0.0, address, n))
         fits[address] = UpstreamFit(address, None, 0.0, len(own))
     taken = {f.instance for f in fits.values() if f.forced}
     for fit, address, name in sorted(scores, reverse=True):
@@ -181,7 +188,7 @@ def attribute(
     proxy: pl.DataFrame,
     mapping: dict[str, UpstreamFit],
     forced_offset: float | None,
-) -> tuple[pl.DataFrame, correlate.ClockFit | None]:
+) -> tuple[pl.DataFrame, ClockFit | None]:
     """Add proxy_upstream, proxy_instance, proxy_delivery, proxy_status, proxy_source to each request."""
     columns = {
         "proxy_upstream": pl.Utf8,
@@ -195,9 +202,7 @@ def attribute(
             pl.lit(None, dtype=t).alias(c) for c, t in columns.items()
         ), None
     inference = (
-        proxy.filter(
-            pl.col("path").is_null() | pl.col("path").str.contains(correlate.INFERENCE_PATH_RE)
-        )
+        proxy.filter(pl.col("path").is_null() | pl.col("path").str.contains(INFERENCE_PATH_RE))
         .with_columns(
             pl.lit(_stamp_precision(proxy)).alias("at_precision_s"),
             pl.col("source").alias("instance"),  # each line stands for itself while matching
@@ -206,11 +211,11 @@ def attribute(
         )
         .sort("at")
     )
-    clock = correlate.estimate_offset(requests, inference, forced_offset)
+    clock = estimate_offset(requests, inference, forced_offset)
     rows = requests.with_row_index("_row")
     by_id = rows.filter(pl.col("request_id").is_not_null()).join(
         inference.filter(pl.col("request_id").is_not_null()).select(
-            pl.col("request_id").str.replace(correlate.ID_PREFIX_RE, "").alias("request_id"),
+            pl.col("request_id").str.replace(ID_PREFIX_RE, "").alias("request_id"),
             pl.col("instance").alias("_src"),
         ),
         on="request_id",
@@ -222,11 +227,11 @@ def attribute(
     timed = rows.filter(pl.col("started_at").is_not_null()).select(
         "_row",
         "ok",
-        correlate._seconds("started_at").alias("s"),
-        correlate._seconds("ended_at").alias("e"),
+        seconds("started_at").alias("s"),
+        seconds("ended_at").alias("e"),
     )
     taken = pinned["instance"].drop_nulls()
-    by_time = correlate._match_by_time(
+    by_time = match_by_time(
         inference.filter(~pl.col("instance").is_in(taken.implode())),
         timed,
         clock.offset_s,

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from logforensics.correlate import chi_square_even
+from logforensics.correlate.balance import balance
 
 BURST_GAP_S = 2.0  # starts further apart than this begin a new step
-SKEW_P_VALUE = 0.05
-SKEW_RATIO = 1.5  # max/min share ratio that counts as uneven
 
 
 def assign_steps(client: pl.DataFrame) -> pl.DataFrame:
@@ -149,26 +147,6 @@ def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
     return runs
 
 
-def balance(per_instance: dict[str, int]) -> dict:
-    """How evenly a step's served requests were spread, and whether that can be told."""
-    counts = list(per_instance.values())
-    total = sum(counts)
-    if len(counts) < 2 or total == 0:
-        return {"shares": {}, "max_min_ratio": None, "p_even": None, "verdict": "n/a"}
-    shares = {k: v / total for k, v in per_instance.items()}
-    lo, hi = min(counts), max(counts)
-    p = chi_square_even(counts)
-    ratio = (hi / lo) if lo else None
-    uneven = lo == 0 or (ratio is not None and ratio >= SKEW_RATIO)
-    if uneven and p is not None and p < SKEW_P_VALUE:
-        verdict = "skewed"
-    elif uneven:
-        verdict = "uneven, sample too small to prove skew"
-    else:
-        verdict = "even"
-    return {"shares": shares, "max_min_ratio": ratio, "p_even": p, "verdict": verdict}
-
-
 def capacity(step_runs: list[dict]) -> dict:
     """The seed's table read off: where the service stops coping as concurrency rises."""
     steps = sorted((r for r in step_runs if not r["warmup"]), key=lambda r: r["concurrency"])
@@ -185,12 +163,3 @@ def capacity(step_runs: list[dict]) -> dict:
         "failures_begin_at": min(failing) if failing else None,
         "throughput_plateau_at": plateau,
     }
-
-
-def overall_balance(step_runs: list[dict], instances: list[str]) -> dict:
-    """The split over all measured steps, with the counts behind it."""
-    totals = {
-        name: sum(r["per_instance"].get(name, 0) for r in step_runs if not r["warmup"])
-        for name in instances
-    }
-    return {"counts": totals, **balance(totals)}

@@ -1,0 +1,265 @@
+"""Say, for every request, which instance served it.
+
+Keys, strongest first (the `match_key` column says which decided):
+1. a request id both sides logged (vLLM adopts the client's X-Request-Id);
+2. the prompt marker seen in vLLM's ``Received request`` line;
+3. time: an access line is written when the response headers go out, so a
+   non-streamed request's record sits at its end, a streamed one's near its
+   start. A record matches the unmatched request of the right outcome whose end
+   (else start) lies within the tolerance; ties are marked ambiguous.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from logforensics import model
+from logforensics.correlate.clock import ClockFit
+from logforensics.correlate.pairing import pair_windows
+from logforensics.correlate.records import MATCH_TOLERANCE_S, inference_records, seconds
+
+ID_PREFIX_RE = r"^(?:chat)?cmpl-"
+# engine-side suffixes vLLM adds to the external id: "-0" per choice, "-1f2e3d4c" internally
+ID_SUFFIX_RE = r"-(?:\d+|[0-9a-f]{8})$"
+LATE_LIMIT_S = (
+    3600.0  # a server finishing later than this after the client gave up is not that request
+)
+
+
+def identity_matches(client: pl.DataFrame, server: pl.DataFrame, offset_s: float) -> pl.DataFrame:
+    """Requests tied to server records by request id, else by prompt marker.
+
+    Ids: vLLM logs ``chatcmpl-<X-Request-Id>``, sometimes with an engine-side
+    suffix; the bare id is tried first, then with one suffix removed, so a
+    client id that itself ends in digits is never cut. Markers (the seed's
+    ``(i)``) repeat across steps, so a marker match must also fit in time.
+    Returns `_row`, `instance`, `match_key`, `server_source`, `last_server_at`.
+    """
+    out = []
+    server_ids = (
+        server.filter(pl.col("request_id").is_not_null())
+        .with_columns(pl.col("request_id").str.replace(ID_PREFIX_RE, "").alias("_k0"))
+        .with_columns(pl.col("_k0").str.replace(ID_SUFFIX_RE, "").alias("_k1"))
+    )
+    left = client.filter(pl.col("request_id").is_not_null()).select(
+        "_row", pl.col("request_id").alias("_k")
+    )
+    if left.height and server_ids.height:
+        exact = left.join(server_ids, left_on="_k", right_on="_k0")
+        rest = left.join(exact.select("_row"), on="_row", how="anti")
+        trimmed = rest.join(
+            server_ids.filter(pl.col("_k0") != pl.col("_k1")), left_on="_k", right_on="_k1"
+        )
+        for frame in (exact, trimmed):
+            out.append(
+                frame.select("_row", "instance", "source", "at").with_columns(
+                    pl.lit("request_id").alias("match_key")
+                )
+            )
+    markers = server.filter(pl.col("prompt_marker").is_not_null())
+    with_marker = client.filter(pl.col("marker").is_not_null() & pl.col("started_at").is_not_null())
+    if markers.height and with_marker.height:
+        shift = pl.duration(microseconds=int(round(offset_s * 1e6)))
+        tol = pl.duration(microseconds=int(MATCH_TOLERANCE_S * 1e6))
+        joined = (
+            with_marker.select("_row", "marker", "started_at", "ended_at")
+            .join(
+                markers.select("prompt_marker", "instance", "source", "at"),
+                left_on="marker",
+                right_on="prompt_marker",
+            )
+            .filter(
+                (pl.col("at") >= pl.col("started_at") + shift - tol)
+                & (pl.col("at") <= pl.col("ended_at") + shift + tol)
+            )
+        )
+        out.append(
+            joined.select("_row", "instance", "source", "at").with_columns(
+                pl.lit("marker").alias("match_key")
+            )
+        )
+    if not out:
+        return pl.DataFrame(
+            schema={
+                "_row": pl.UInt32,
+                "instance": pl.Utf8,
+                "match_key": pl.Utf8,
+                "server_source": model.SOURCE,
+                "last_server_at": pl.Datetime("us", "UTC"),
+            }
+        )
+    both = pl.concat(out).sort("at")
+    return both.group_by("_row", maintain_order=True).agg(
+        pl.col("instance").first(),
+        pl.col("match_key").first(),
+        pl.col("source").first().alias("server_source"),
+        pl.col("at").max().alias("last_server_at"),
+    )
+
+
+def attribute(
+    client: pl.DataFrame,
+    server: pl.DataFrame,
+    clock: ClockFit,
+    coverage: dict,
+    records: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """Add instance, match_key, ambiguous, server_source, late and reach to each request.
+
+    `reach` is "reached", "unreached" (a failure inside the span every
+    instance's log covers, matching nothing, while every success is accounted
+    for) or "unknown". `late` marks a failed request whose server finished it
+    after the client had given up.
+    """
+    client = client.with_row_index("_row")
+    shift_s = clock.offset_s
+    ids = identity_matches(client, server, shift_s).join(
+        client.select("_row", "ended_at"), on="_row", how="left"
+    )
+    by_identity = ids.select(
+        "_row",
+        pl.col("instance").cast(pl.Utf8),
+        pl.col("match_key").cast(pl.Utf8),
+        pl.lit(False).alias("ambiguous"),
+        pl.col("server_source").cast(model.SOURCE),
+        (
+            (pl.col("last_server_at") - pl.col("ended_at")).dt.total_microseconds() / 1e6 - shift_s
+            > MATCH_TOLERANCE_S
+        )
+        .fill_null(False)
+        .alias("late"),
+    )
+    records = inference_records(server) if records is None else records
+    timed = client.filter(pl.col("started_at").is_not_null()).select(
+        "_row", "ok", seconds("started_at").alias("s"), seconds("ended_at").alias("e")
+    )
+    by_time = match_by_time(records, timed, shift_s, ids.select("_row", "instance")).select(
+        "_row",
+        "instance",
+        pl.lit("time_window").alias("match_key"),
+        "ambiguous",
+        "server_source",
+        "late",
+    )
+    decided = client.select("_row").join(
+        pl.concat([by_identity, by_time]), on="_row", how="left", maintain_order="left"
+    )
+    out = client.with_columns(
+        decided["instance"],
+        decided["match_key"],
+        decided["ambiguous"].fill_null(False),
+        decided["server_source"],
+        decided["late"].fill_null(False),
+    )
+    return out.drop("_row")
+
+
+def match_by_time(
+    records: pl.DataFrame, timed: pl.DataFrame, offset: float, pinned: pl.DataFrame
+) -> pl.DataFrame:
+    """Give access records to requests, in linear, order-preserving passes.
+
+    1. "end": a non-streamed response's line sits at the request's end; a
+       request tied by id/marker (`pinned`: `_row`, `instance`) first takes a
+       line of its own instance;
+    2. "window": a streamed one's sits near its start, anywhere in the window;
+    3. "late": a success the server logged after the client had already given up.
+    Outcomes must agree in passes 1-2 (a 2xx line belongs to a success).
+    A record is marked ambiguous when the next request's end was as close.
+    Returns `_row`, `instance`, `server_source`, `ambiguous`, `late` for the
+    requests that were not pinned and got a record.
+    """
+    recs = (
+        records.select(
+            seconds("at").alias("at"),
+            (pl.col("at_precision_s").fill_null(0.0) + MATCH_TOLERANCE_S).alias("tol"),
+            pl.col("http_status").is_between(200, 299).fill_null(False).alias("ok"),
+            "instance",
+            "source",
+        )
+        .sort("at")
+        .filter(pl.col("at").is_not_null())  # an unstamped record cannot be placed in time
+    )
+    reqs = (
+        timed.filter(pl.col("e").is_not_null())  # nor can a request without an end
+        .with_columns((pl.col("s") + offset).alias("s"), (pl.col("e") + offset).alias("e"))
+        .join(
+            pinned.select("_row", pl.col("instance").alias("_inst"), pl.lit(True).alias("_pinned")),
+            on="_row",
+            how="left",
+            maintain_order="left",
+        )
+        .with_columns(pl.col("_pinned").fill_null(False))
+        .with_row_index("_pos")
+    )
+    rec_at, rec_tol = recs["at"].to_numpy(), recs["tol"].to_numpy()
+    rec_ok = recs["ok"].to_numpy()
+    rec_free = np.ones(recs.height, dtype=bool)
+    req_pinned = reqs["_pinned"].to_numpy()
+    req_ok = {ok: (reqs["ok"] == ok).fill_null(False).to_numpy() for ok in (True, False)}
+    req_free = np.ones(reqs.height, dtype=bool)
+    picked: list[tuple[np.ndarray, np.ndarray, np.ndarray, bool]] = []
+
+    def assign(rec_mask: np.ndarray, req_mask: np.ndarray, anchor: str, how: str) -> None:
+        if not rec_mask.any() or not req_mask.any():
+            return
+        req_frame = reqs.filter(pl.Series(req_mask)).sort(anchor)
+        anchors = req_frame[anchor].to_numpy()
+        if how == "late":  # the window opens at the client's end and stays open a while
+            lo, hi = req_frame["e"].to_numpy(), (req_frame["e"] + LATE_LIMIT_S).to_numpy()
+        elif how == "window":
+            lo, hi = req_frame["s"].to_numpy(), req_frame["e"].to_numpy()
+        else:
+            lo = hi = anchors
+        rec_pos = np.flatnonzero(rec_mask)
+        points, tols = rec_at[rec_pos], rec_tol[rec_pos]
+        picks = pair_windows(points, tols, lo, hi)
+        got = np.flatnonzero(picks >= 0)
+        windows = picks[got]
+        rec_free[rec_pos[got]] = False
+        req_pos = req_frame["_pos"].to_numpy()[windows]
+        req_free[req_pos] = False
+        if how == "pinned":
+            return
+        # another request finished about as close: which of the two got this line is a guess
+        following = np.minimum(windows + 1, len(anchors) - 1)
+        ambiguous = (windows + 1 < len(anchors)) & (
+            np.abs(anchors[following] - points[got]) <= tols[got]
+        )
+        picked.append((req_pos, rec_pos[got], ambiguous, how == "late"))
+
+    def free_records(ok: bool) -> np.ndarray:
+        return rec_free & (rec_ok == ok)
+
+    def free_requests(ok: bool) -> np.ndarray:
+        return req_free & ~req_pinned & req_ok[ok]
+
+    # 1a. requests tied by id or marker take a line of their own instance
+    pinned_names = reqs.filter("_pinned")["_inst"].drop_nulls().unique()
+    with_records = recs.filter(pl.col("instance").is_in(pinned_names.implode()))
+    for name in with_records["instance"].unique().to_list():
+        rec_own = (recs["instance"] == name).fill_null(False).to_numpy()
+        req_own = req_pinned & (reqs["_inst"] == name).fill_null(False).to_numpy()
+        for ok in (True, False):
+            assign(free_records(ok) & rec_own, req_own & req_ok[ok], "e", "pinned")
+    # 1b-2. the rest by end, then by window
+    for how, anchor in (("end", "e"), ("window", "s")):
+        for ok in (True, False):
+            assign(free_records(ok), free_requests(ok), anchor, how)
+    # 3. successes logged after the client gave up
+    assign(free_records(True), free_requests(False), "e", "late")
+
+    req_pos = np.concatenate([p[0] for p in picked] + [np.zeros(0, np.int64)])
+    rec_pos = np.concatenate([p[1] for p in picked] + [np.zeros(0, np.int64)])
+    return pl.DataFrame(
+        {
+            "_row": reqs["_row"].gather(req_pos),
+            "instance": recs["instance"].gather(rec_pos),
+            "server_source": recs["source"].gather(rec_pos).cast(model.SOURCE),
+            "ambiguous": np.concatenate([p[2] for p in picked] + [np.zeros(0, bool)]),
+            "late": np.concatenate(
+                [np.full(len(p[0]), p[3]) for p in picked] + [np.zeros(0, bool)]
+            ),
+        }
+    )

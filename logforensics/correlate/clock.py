@@ -1,0 +1,282 @@
+"""Put client and servers on one clock.
+
+The offset is estimated from the data: the one that lets the most server
+records fit a request end. Records with precise times (a runtime prefix)
+decide when there are enough; coarse ones are intervals. Each instance's own
+offset is estimated too, and an instance whose clock disagrees is moved.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from logforensics.correlate.pairing import pair_within
+from logforensics.correlate.records import MATCH_TOLERANCE_S, inference_records, seconds
+
+MAX_OFFSET_S = 26 * 3600  # the widest time-zone error worth considering
+OFFSET_SAMPLE = 400
+SCORE_SAMPLE = 100_000
+
+
+@dataclass
+class ClockFit:
+    offset_s: float  # add to a client time to get the servers' time
+    method: str  # forced | estimated | assumed
+    matched: int = 0  # server records that fit a client request at this offset
+    considered: int = 0
+    residual_s: float | None = None  # median |server - client| of the matched pairs
+    zone_hint: str | None = None
+    moved_s: float = 0.0  # an instance's records were moved this far onto the common clock
+
+    @property
+    def fit(self) -> float | None:
+        return self.matched / self.considered if self.considered else None
+
+
+def zone_hint(offset_s: float) -> str | None:
+    """Name the time-zone mistake an offset near whole (or half) hours suggests."""
+    if abs(offset_s) < 1800:
+        return None
+    quarter_hours = round(offset_s / 900)
+    if abs(offset_s - quarter_hours * 900) > 120:
+        return None
+    hours = quarter_hours / 4
+    sign = "+" if hours > 0 else "-"
+    zones = {
+        9: "Asia/Seoul or Asia/Tokyo",
+        8: "Asia/Shanghai or Asia/Singapore",
+        5.5: "Asia/Kolkata",
+        1: "Europe/Berlin (winter)",
+        2: "Europe/Berlin (summer)",
+        -5: "America/New_York (winter)",
+        -4: "America/New_York (summer)",
+        -8: "America/Los_Angeles (winter)",
+        -7: "America/Los_Angeles (summer)",
+    }
+    named = zones.get(hours if hours % 1 else int(hours))
+    explain = f"{sign}{abs(hours):g} h: one side's local time read as UTC"
+    return explain + (f" (e.g. {named})" if named else "")
+
+
+def estimate_offset(
+    client: pl.DataFrame, records: pl.DataFrame, forced: float | None, prefer: float = 0.0
+) -> ClockFit:
+    """The client→server clock offset that lets the most server records fit a request end.
+
+    Records with precise times (a runtime prefix) decide when there are
+    enough. Otherwise each record is an interval — it happened somewhere
+    between its borrowed stamp and the next — and many offsets may fit as
+    well: then the one nearest `prefer` (clocks agree) is kept, which is all
+    such logs can support.
+    """
+    points, widths = _record_points(records)
+    return _fit(points, widths, _end_times(client), forced, prefer)
+
+
+def _end_times(client: pl.DataFrame) -> np.ndarray:
+    """Sorted ends of the successful requests: sorted once, reused by every fit."""
+    ends = client.filter(pl.col("ok") & pl.col("ended_at").is_not_null()).select(
+        seconds("ended_at")
+    )
+    return np.sort(ends.to_series().to_numpy()) if ends.height else np.array([])
+
+
+def _record_points(records: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Times (sorted) and precisions of the 2xx records an offset is judged on."""
+    ok_records = records.filter(pl.col("http_status").is_between(200, 299))
+    precise = ok_records.filter(pl.col("at_precision_s").fill_null(0.0) <= MATCH_TOLERANCE_S)
+    if precise.height >= INSTANCE_MIN_MATCHES or precise.height == ok_records.height:
+        ok_records = precise
+    points = ok_records.select(seconds("at"), pl.col("at_precision_s").fill_null(0.0)).sort("at")
+    if not points.height:
+        return np.array([]), np.array([])
+    return points["at"].to_numpy(), points["at_precision_s"].to_numpy()
+
+
+def _fit(
+    points_arr: np.ndarray,
+    widths: np.ndarray,
+    ends_arr: np.ndarray,
+    forced: float | None,
+    prefer: float = 0.0,
+    subset: bool = False,
+) -> ClockFit:
+    """`estimate_offset` on prepared arrays: `ends_arr` sorted, `points_arr` sorted.
+
+    `subset`: the points are one instance's, the ends every request's. Then a
+    one-to-one pairing is biased (the earliest free end within the tolerance
+    is usually another instance's request, about a second early, and three
+    refinements drifted 3 s), so the offset is refined on nearest ends instead.
+    """
+    if forced is not None:
+        matched, residual = _score(points_arr, widths, ends_arr, forced)
+        return ClockFit(forced, "forced", matched, len(points_arr), residual, zone_hint(forced))
+    if not len(ends_arr) or not len(points_arr):
+        return ClockFit(0.0, "assumed", 0, len(points_arr))
+    sample_p = points_arr[
+        np.linspace(0, len(points_arr) - 1, min(OFFSET_SAMPLE, len(points_arr))).astype(int)
+    ]
+    sample_e = ends_arr[
+        np.linspace(0, len(ends_arr) - 1, min(OFFSET_SAMPLE, len(ends_arr))).astype(int)
+    ]
+    diffs = (sample_p[:, None] - sample_e[None, :]).ravel()
+    diffs = diffs[np.abs(diffs) <= MAX_OFFSET_S]
+    bins, counts = np.unique(np.round(diffs), return_counts=True)
+    # load steps repeat, so several offsets can fit as well: prefer the one nearest `prefer`
+    candidates = set(bins[np.argsort(counts)[-12:]].tolist()) | {0.0, prefer}
+    # candidates are scored on an even sample of the records: ranks, not totals, decide
+    pick = np.linspace(0, len(points_arr) - 1, min(SCORE_SAMPLE, len(points_arr))).astype(int)
+    sample_points, sample_widths = points_arr[pick], widths[pick]
+
+    def rank(c: float) -> tuple[int, float]:
+        return int(_fitting(sample_points, sample_widths, ends_arr, c).sum()), -abs(c - prefer)
+
+    # where the preferred offset fits every sampled record, no candidate can outrank it
+    at_prefer = rank(prefer)
+    best = prefer if at_prefer[0] == len(pick) else max(candidates, key=rank)
+    if widths.max() <= MATCH_TOLERANCE_S:
+        window_p, window_e = head_window(points_arr, ends_arr, best)
+        for _ in range(3):  # refine on one-to-one pairs, not on nearest neighbours
+            if subset:
+                best += float(np.median(_nearest(window_p, window_e, best)))
+            else:
+                best += paired_shift(window_p, window_e, best)
+    matched, residual = _score(points_arr, widths, ends_arr, best)
+    if matched == 0:
+        return ClockFit(0.0, "assumed", 0, len(points_arr))
+    return ClockFit(
+        round(best, 3), "estimated", matched, len(points_arr), residual, zone_hint(best)
+    )
+
+
+def _fitting(points: np.ndarray, widths: np.ndarray, ends: np.ndarray, offset: float) -> np.ndarray:
+    """Per record: does its interval [at - tol, at + precision + tol] hold a shifted request end?"""
+    if not len(points) or not len(ends):
+        return np.zeros(len(points), bool)
+    shifted = ends + offset
+    lo = points - MATCH_TOLERANCE_S
+    hi = points + widths + MATCH_TOLERANCE_S
+    idx = np.searchsorted(shifted, lo)
+    ok = idx < len(shifted)
+    ok[ok] &= shifted[idx[ok]] <= hi[ok]
+    return ok
+
+
+def _score(
+    points: np.ndarray, widths: np.ndarray, ends: np.ndarray, offset: float
+) -> tuple[int, float | None]:
+    """Records that fit a shifted request end, and their median distance to the nearest end."""
+    if not len(points) or not len(ends):
+        return 0, None
+    ok = _fitting(points, widths, ends, offset)
+    if not ok.any():
+        return 0, None
+    d = _nearest(points[ok], ends, offset)
+    return int(ok.sum()), float(np.median(np.abs(d)))
+
+
+INSTANCE_MIN_MATCHES = 5
+INSTANCE_DISAGREEMENT_S = MATCH_TOLERANCE_S
+
+
+def align_instances(
+    client: pl.DataFrame,
+    tables: dict[str, pl.DataFrame],
+    coverage: dict,
+    clock: ClockFit,
+    records: pl.DataFrame | None = None,
+) -> tuple[dict[str, pl.DataFrame], dict, dict[str, ClockFit]]:
+    """Estimate each instance's own offset; move an instance whose clock disagrees onto the common one.
+
+    Only an instance with enough well-fitting records is moved; the others
+    keep the common offset. Returns shifted tables, shifted coverage and the
+    per-instance fits (for the report); `tables` itself when nothing moved.
+    `records`: `inference_records` of the server requests, if already at hand.
+    """
+    if records is None:
+        records = inference_records(tables["server_requests"])
+    ends = _end_times(client)
+    fits: dict[str, ClockFit] = {}
+    shifts: dict[str, float] = {}
+    for name in sorted(records["instance"].drop_nulls().unique().to_list()):
+        points, widths = _record_points(records.filter(pl.col("instance") == name))
+        if clock.method == "forced":
+            fits[name] = _fit(points, widths, ends, clock.offset_s)
+            continue
+        fit = _fit(points, widths, ends, None, prefer=clock.offset_s, subset=True)
+        fits[name] = fit
+        at_common = int(_fitting(points, widths, ends, clock.offset_s).sum())
+        # move an instance only when its own clock explains more of its records
+        better = fit.matched >= INSTANCE_MIN_MATCHES and fit.matched > at_common
+        if better and abs(fit.offset_s - clock.offset_s) > INSTANCE_DISAGREEMENT_S:
+            shifts[name] = fit.offset_s - clock.offset_s
+            fit.moved_s = round(shifts[name], 3)
+    if not shifts:
+        return tables, coverage, fits
+    delta = pl.col("instance").replace_strict(shifts, default=0.0, return_dtype=pl.Float64)
+    moved = {}
+    for table, frame in tables.items():
+        if "instance" in frame.columns and "at" in frame.columns:
+            frame = frame.with_columns(
+                (
+                    pl.col("at") - pl.duration(microseconds=(delta * 1e6).round(0).cast(pl.Int64))
+                ).alias("at")
+            )
+        moved[table] = frame
+    coverage = {
+        name: tuple(t - dt.timedelta(seconds=shifts.get(name, 0.0)) for t in span)
+        for name, span in coverage.items()
+    }
+    return moved, coverage, fits
+
+
+def _nearest(points: np.ndarray, ends: np.ndarray, offset: float) -> np.ndarray:
+    shifted = ends + offset
+    idx = (
+        np.clip(np.searchsorted(shifted, points), 1, len(shifted) - 1)
+        if len(shifted) > 1
+        else np.zeros(len(points), int)
+    )
+    left = shifted[np.maximum(idx - 1, 0)]
+    right = shifted[idx]
+    return np.where(np.abs(points - left) <= np.abs(points - right), points - left, points - right)
+
+
+REFINE_POINTS = 20_000  # a contiguous stretch this long pins the offset as well as all of it
+
+
+def head_window(
+    points: np.ndarray, ends: np.ndarray, offset: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The first REFINE_POINTS points (sorted) and the ends that could pair with them.
+
+    One-to-one pairing must see every candidate in a stretch of time, so the
+    stretch is contiguous rather than sampled.
+    """
+    if len(points) <= REFINE_POINTS:
+        return points, ends
+    head = points[:REFINE_POINTS]
+    margin = 10 * MATCH_TOLERANCE_S
+    keep = (ends + offset >= head[0] - margin) & (ends + offset <= head[-1] + margin)
+    return head, ends[keep]
+
+
+def paired_shift(
+    points: np.ndarray, ends: np.ndarray, offset: float, tol: float = MATCH_TOLERANCE_S
+) -> float:
+    """Median residual over an order-preserving one-to-one pairing of points and ends.
+
+    Concurrent requests end within a fraction of a second of each other, so a
+    point's nearest end is often another request's: nearest-neighbour
+    residuals are biased. Pairing each point (in time order) with the earliest
+    unused end within the tolerance keeps ranks, which is right while access
+    lines lag their responses by a similar amount.
+    """
+    shifted = ends + offset
+    picks = pair_within(points, shifted, tol)
+    paired = picks >= 0
+    return float(np.median(points[paired] - shifted[picks[paired]])) if paired.any() else 0.0

@@ -1,0 +1,158 @@
+"""One pairing of time-ordered points with time-ordered windows, behind clock
+refinement, instance attribution and proxy matching.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# The one pairing behind clock refinement, upstream mapping and time attribution.
+#
+# A walk over the points in order keeps one pointer into sorted windows: point
+# i takes window max(pointer, first[i]) when that is below stop[i], and the
+# pointer moves one past the window taken, or onto it when the point took
+# none. `first[i]` is the first window not closed before the point, `stop[i]`
+# the first that opens after it. While `stop` never decreases, the pointer
+# after point i is min(max(pointer, first[i]) + 1, stop[i]): with
+# y = pointer - (i + 1) each step clamps y to [first[i] - i, stop[i] - i - 1],
+# and clamps compose into clamps, so all pointers come from a prefix scan.
+
+SCAN_BLOCK = 256  # points composed together before blocks are chained
+_UNBOUNDED = np.iinfo(np.int64).max // 4
+
+
+def pair_in_order(first: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """Per point, the window the order-preserving greedy gives it, or -1.
+
+    Exact for any input; vectorised when `stop` never decreases and no
+    point's `first` lies past its `stop` (sorted points and windows), else
+    the walk itself.
+    """
+    first = np.asarray(first, dtype=np.int64)
+    stop = np.asarray(stop, dtype=np.int64)
+    if not len(first):
+        return np.zeros(0, dtype=np.int64)
+    if (first > stop).any() or (stop[1:] < stop[:-1]).any():
+        return _pair_by_walk(first, stop)
+    step = np.arange(len(first))
+    place = step + np.maximum.accumulate(first - step)
+    if (place < stop).all():  # every point took a window: the pointer only counted them
+        return place
+    high = stop - step - 1
+    low = np.minimum(first - step, high)
+    pad = -len(first) % SCAN_BLOCK
+    low = np.concatenate([low, np.full(pad, -_UNBOUNDED)]).reshape(-1, SCAN_BLOCK)
+    high = np.concatenate([high, np.full(pad, _UNBOUNDED)]).reshape(-1, SCAN_BLOCK)
+    _compose_clamps(low, high)
+    block_low, block_high = low[:, -1].copy(), high[:, -1].copy()
+    _compose_clamps(block_low, block_high)
+    entering = np.concatenate(([0], np.clip(0, block_low[:-1], block_high[:-1])))
+    after = np.clip(entering[:, None], low, high).ravel()[: len(first)] + step + 1
+    place = np.maximum(np.concatenate(([0], after[:-1])), first)
+    return np.where(place < stop, place, -1)
+
+
+def _compose_clamps(low: np.ndarray, high: np.ndarray) -> None:
+    """In place along the last axis: clamp i becomes clamps 0..i applied in turn (log-depth scan)."""
+    shift, width = 1, low.shape[-1]
+    while shift < width:
+        own_low, own_high = low[..., shift:], high[..., shift:]
+        new_low = np.minimum(np.maximum(low[..., :-shift], own_low), own_high)
+        new_high = np.minimum(np.maximum(high[..., :-shift], own_low), own_high)
+        low[..., shift:], high[..., shift:] = new_low, new_high
+        shift *= 2
+
+
+def _pair_by_walk(first: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """`pair_in_order` step by step, for points out of order (varying tolerances)."""
+    picks, pointer = [-1] * len(first), 0
+    for i, (own_first, own_stop) in enumerate(zip(first.tolist(), stop.tolist(), strict=True)):
+        pointer = max(pointer, own_first)
+        if pointer < own_stop:
+            picks[i] = pointer
+            pointer += 1
+    return np.array(picks, dtype=np.int64)
+
+
+def pair_within(points: np.ndarray, times: np.ndarray, tol: float) -> np.ndarray:
+    """Each point (in order) takes the earliest unused time (sorted) within ±`tol`; -1 if none."""
+    picks = np.full(len(points), -1, dtype=np.int64)
+    known = np.flatnonzero(~np.isnan(points))  # a missing time takes nothing and moves nothing
+    first = np.searchsorted(times, points[known] - tol, side="left")
+    stop = np.searchsorted(times, points[known] + tol, side="right")
+    picks[known] = pair_in_order(first, stop)
+    return picks
+
+
+def _first_reaching(
+    values: np.ndarray, shift: np.ndarray, targets: np.ndarray, strict: bool
+) -> np.ndarray:
+    """Per target, the first index of sorted `values` with values + shift >= target (> if strict).
+
+    The sum is tested exactly as written, rounding included. With one shift
+    for all, the shifted values are searched; otherwise searching for
+    target - shift can land next to the answer, so the search is corrected
+    across runs of equal values until the test holds there and fails before.
+    """
+    side = "right" if strict else "left"
+    if len(shift) and (shift == shift[0]).all():  # one shift: the sums themselves are sorted
+        return np.searchsorted(values + shift[0], targets, side=side)
+    found = np.searchsorted(values, targets - shift, side=side)
+
+    def holds(at: np.ndarray, which: np.ndarray) -> np.ndarray:
+        total = values[at] + shift[which]
+        return total > targets[which] if strict else total >= targets[which]
+
+    while True:
+        back = np.flatnonzero(found > 0)
+        back = back[holds(found[back] - 1, back)]
+        ahead = np.flatnonzero(found < len(values))
+        ahead = ahead[~holds(found[ahead], ahead)]
+        if not len(back) and not len(ahead):
+            return found
+        found[back] = np.searchsorted(values, values[found[back] - 1], side="left")
+        found[ahead] = np.searchsorted(values, values[found[ahead]], side="right")
+
+
+def pair_windows(
+    points: np.ndarray, tols: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray:
+    """Order-preserving one-to-one pairing of sorted points with sorted windows.
+
+    Point i may take window j when lo[j] - tol_i <= point_i <= hi[j] + tol_i.
+    Windows are sorted by `lo` (and, being of similar length, roughly by
+    `hi`); each point takes the earliest window still open. For windows of
+    equal length this greedy is a maximum matching, and it keeps ranks: the
+    k-th line of a burst goes to the k-th request to finish, which is right
+    while lines lag their responses by similar amounts. Returns, per point,
+    the window's index or -1.
+    """
+    if len(hi) > 1 and not (hi[1:] >= hi[:-1]).all():
+        return _pair_windows_walk(points, tols, lo, hi)
+    picks = np.full(len(points), -1, dtype=np.int64)
+    known = np.flatnonzero(~np.isnan(points))  # a missing time takes nothing and moves nothing
+    points, tols = points[known], tols[known]
+    first = _first_reaching(hi, tols, points, strict=False)
+    stop = _first_reaching(lo, -tols, points, strict=True)
+    picks[known] = pair_in_order(first, stop)
+    return picks
+
+
+def _pair_windows_walk(
+    points: np.ndarray, tols: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray:
+    """`pair_windows` step by step, for windows whose ends are out of order (no closed form then).
+
+    Only the streamed-request pass can meet such windows, and it sees the
+    few records the passes before it left.
+    """
+    out = [-1] * len(points)
+    lo_list, hi_list = lo.tolist(), hi.tolist()
+    j, n = 0, len(lo_list)
+    for i, (p, tol) in enumerate(zip(points.tolist(), tols.tolist(), strict=True)):
+        while j < n and hi_list[j] + tol < p:
+            j += 1  # this window closed before the point: nobody later can take it
+        if j < n and lo_list[j] - tol <= p:
+            out[i] = j
+            j += 1
+    return np.array(out, dtype=np.int64)
