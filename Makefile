@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint clean bench
+.PHONY: demo test lint clean bench validate
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,3 +34,6 @@ clean:
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+validate: $(STAMP)
+	$(BIN)/python tools/validate.py

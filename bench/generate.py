@@ -10,8 +10,10 @@ A bundle is what `logforensics analyze` is given after a long load test:
   ``GET /health``) and vLLM V1 stats lines every 10 s;
 * ``proxy/nginx-access.log`` — the front nginx's access log with upstream
   fields (``$upstream_addr $upstream_status $request_time
-  $upstream_response_time``); failed requests are 502/504 with ``-`` as
-  upstream status.
+  $upstream_response_time``); failed requests are refused by nginx itself,
+  as real nginx logs a refusal: ``503`` with ``-`` as upstream (``limit_conn``
+  / ``limit_req``) or ``502`` with the upstream group's name (``no live
+  upstreams``), so the proxy's own line proves they never reached an instance.
 
 Requests arrive at ~100/s (Poisson) over ten load steps of equal length; the
 successes are spread unevenly over 8 instances; the failures (rarer in early
@@ -137,14 +139,16 @@ def _plan(target_lines: int, seed: int, rate: float) -> dict:
     started_us = T0 // 1000 + (arrival * 1e6).astype(np.int64)
     step = np.minimum(STEPS, 1 + (arrival / (duration / STEPS)).astype(np.int64))
     failed = rng.random(n) < fail_probability(step)
-    kind_504 = rng.random(n) < 0.4
+    no_live_upstream = rng.random(n) < 0.4
     latency_ok = np.clip(rng.lognormal(np.log(2.5), 0.5, n), 0.2, 30.0)
-    latency_fail = np.where(kind_504, 60.0 + rng.uniform(0.0, 0.01, n), rng.uniform(0.001, 0.05, n))
+    latency_fail = np.where(
+        no_live_upstream, 0.001 + rng.uniform(0.0, 0.01, n), rng.uniform(0.001, 0.05, n)
+    )
     latency_us = (np.where(failed, latency_fail, latency_ok) * 1e6).astype(np.int64)
     ended_us = started_us + latency_us
     instance = rng.choice(INSTANCES, size=n, p=LB_WEIGHTS / LB_WEIGHTS.sum())
     instance = np.where(failed, -1, instance)
-    http_status = np.where(failed, np.where(kind_504, 504, 502), 200)
+    http_status = np.where(failed, np.where(no_live_upstream, 502, 503), 200)
     tokens = np.where(
         failed, 0, np.minimum(2048, np.maximum(1, latency_ok * 80 * rng.uniform(0.8, 1.2, n)))
     ).astype(np.int64)
@@ -186,8 +190,8 @@ def _client(p: dict) -> pl.DataFrame:
     error = (
         pl.when(pl.col("ok"))
         .then(pl.lit("null"))
-        .when(pl.col("status") == 504)
-        .then(pl.lit('"HTTP Error 504: Gateway Time-out"'))
+        .when(pl.col("status") == 503)
+        .then(pl.lit('"HTTP Error 503: Service Temporarily Unavailable"'))
         .otherwise(pl.lit('"HTTP Error 502: Bad Gateway"'))
     )
     line = pl.concat_str(
@@ -221,7 +225,7 @@ def _nginx(p: dict) -> pl.DataFrame:
     n = p["n"]
     at_ns = p["ended_us"] * 1000 - rng.integers(1_000_000, 3_000_000, n)
     inst = p["instance"]
-    # a failed request was routed to some upstream that refused or timed out
+    # (drawn for every request, so the stream of draws stays as it was; refusals name none)
     routed = np.where(inst >= 0, inst, rng.integers(0, INSTANCES, n))
     frame = pl.DataFrame(
         {
@@ -236,9 +240,16 @@ def _nginx(p: dict) -> pl.DataFrame:
     body = (
         pl.when(pl.col("ok"))
         .then(350 + 4 * pl.col("tokens"))
-        .when(pl.col("status") == 504)
-        .then(167)
+        .when(pl.col("status") == 503)
+        .then(197)
         .otherwise(157)
+    )
+    upstream = (
+        pl.when(pl.col("ok"))
+        .then(pl.concat_str(pl.lit("10.0.1."), (11 + pl.col("up")).cast(pl.Utf8), pl.lit(":8000")))
+        .when(pl.col("status") == 503)
+        .then(pl.lit("-"))
+        .otherwise(pl.lit("vllm_pool"))
     )
     upstream_status = pl.when(pl.col("ok")).then(pl.lit("200")).otherwise(pl.lit("-"))
     upstream_time = (
@@ -251,9 +262,9 @@ def _nginx(p: dict) -> pl.DataFrame:
         pl.col("status").cast(pl.Utf8),
         pl.lit(" "),
         body.cast(pl.Utf8),
-        pl.lit(' "-" "python-urllib/3.11" 10.0.1.'),
-        (11 + pl.col("up")).cast(pl.Utf8),
-        pl.lit(":8000 "),
+        pl.lit(' "-" "python-urllib/3.11" '),
+        upstream,
+        pl.lit(" "),
         upstream_status,
         pl.lit(" "),
         _fixed(pl.col("req_ms"), 3),

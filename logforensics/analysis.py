@@ -270,11 +270,13 @@ def dedupe_client(client: pl.DataFrame) -> tuple[pl.DataFrame, list[Finding]]:
 
 
 def instance_names(tables: dict[str, pl.DataFrame]) -> list[str]:
-    """Instances are the names behind model-server records; a proxy's own log is not one."""
-    names = set()
-    for table in ("server_requests", "engine_stats", "engine_events"):
-        names |= set(tables[table]["instance"].drop_nulls().unique().to_list())
-    return sorted(names)
+    """Instances are the names behind request evidence (access or lifecycle lines).
+
+    A source with none — a saved /metrics scrape, a stats-only file, a proxy's
+    own log — is never an instance in shares, skew tests or standby findings:
+    it could only ever "serve nothing".
+    """
+    return sorted(tables["server_requests"]["instance"].drop_nulls().unique().to_list())
 
 
 def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
@@ -303,14 +305,16 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     )
     if aligned is not tables:  # an instance was moved onto the common clock
         tables, records = aligned, inference_records(aligned["server_requests"])
-    requests = attribute.attribute(client, tables["server_requests"], offset, coverage, records)
+    requests = attribute.attribute(client, tables["server_requests"], offset, records)
     upstreams = proxy.map_upstreams(
         tables["proxy_requests"], tables["server_requests"], options.upstreams, records
     )
     requests, proxy_clock = proxy.attribute(
         requests, tables["proxy_requests"], upstreams, options.proxy_offset_s
     )
-    requests = reach.decide_reach(requests, coverage, offset.offset_s)
+    requests = reach.decide_reach(
+        requests, coverage, offset.offset_s, tables["server_requests"], tables["engine_stats"]
+    )
     step_runs = steps.summarise(requests, instances)
     unmatched = max(0, records.height - requests.filter(pl.col("match_key").is_not_null()).height)
     verdict = diagnose(requests, tables, offset.offset_s, instances, options.thresholds, step_runs)

@@ -70,7 +70,7 @@ def test_pair_within_is_the_walk(raw_points, raw_times, grid, base, tol):
     points, times = times_from(raw_points, grid, base), times_from(raw_times, grid, base)
     want = reference_pairing(points.tolist(), times.tolist(), tol)
     assert pairing.pair_within(points, times, tol).tolist() == want
-    assert proxy.echoed(points, times, tol) == sum(k >= 0 for k in want)
+    assert proxy.echoed(points, times, times, tol) == sum(k >= 0 for k in want)
     paired = [(p, times[k]) for p, k in zip(points, want, strict=True) if k >= 0]
     expected = float(np.median([p - t for p, t in paired])) if paired else 0.0
     assert clock.paired_shift(points, times, 0.0, tol) == expected
@@ -171,4 +171,4 @@ def test_empty_inputs():
     assert pairing.pair_within(np.array([1.0]), empty, 1.0).tolist() == [-1]
     assert pairing.pair_windows(np.array([1.0]), np.array([1.0]), empty, empty).tolist() == [-1]
     assert clock.paired_shift(empty, np.array([1.0]), 0.0) == 0.0
-    assert proxy.echoed(empty, empty, 1.0) == 0
+    assert proxy.echoed(empty, empty, empty, 1.0) == 0

@@ -27,36 +27,97 @@ LATE_LIMIT_S = (
 )
 
 
+LIFECYCLE_EVENTS = ("received", "finished", "aborted")
+
+
+def with_request_keys(frame: pl.DataFrame, column: str = "request_id") -> pl.DataFrame:
+    """Add `_key`: the id a request is known by on both sides, without vLLM's decorations.
+
+    vLLM logs ``chatcmpl-<id>`` and, for the same request, lines with an
+    engine-side suffix (``Added request chatcmpl-<id>-8d1ef5c6``). A suffix is
+    cut only where the id without it is itself logged on that instance, so a
+    client id that ends in digits (``lf-0001``) is never cut.
+    """
+    bare = pl.col(column).str.replace(ID_PREFIX_RE, "")
+    keyed = frame.with_columns(bare.alias("_k0")).with_columns(
+        pl.col("_k0").str.replace(ID_SUFFIX_RE, "").alias("_k1")
+    )
+    if "instance" not in frame.columns:
+        return keyed.with_columns(pl.col("_k0").alias("_key")).drop("_k0", "_k1")
+    logged = keyed.select("instance", pl.col("_k0").alias("_k1"), pl.lit(True).alias("_parent"))
+    keyed = keyed.join(
+        logged.drop_nulls().unique(), on=["instance", "_k1"], how="left", maintain_order="left"
+    )
+    cut = pl.col("_parent").fill_null(False) & (pl.col("_k0") != pl.col("_k1"))
+    return keyed.with_columns(
+        pl.when(cut).then(pl.col("_k1")).otherwise(pl.col("_k0")).alias("_key")
+    ).drop("_k0", "_k1", "_parent")
+
+
+def engine_requests(server: pl.DataFrame) -> pl.DataFrame:
+    """One row per request an engine logged: its lifecycle lines grouped by id, per instance.
+
+    vLLM with request logging writes ``Received request`` and ``Added
+    request`` when a request arrives, ``Aborted request(s)`` / ``Request …
+    aborted.`` when the client or the proxy hung up, and (some versions)
+    ``Finished request``. A request that arrived and has no end line was still
+    running when the log ended, or finished where the version logs nothing.
+    """
+    life = server.filter(
+        pl.col("event").is_in(LIFECYCLE_EVENTS) & pl.col("request_id").is_not_null()
+    )
+    if life.is_empty():
+        return pl.DataFrame(schema=ENGINE_REQUESTS)
+    event = pl.col("event")
+    return (
+        with_request_keys(life)
+        .sort("at", "source")
+        .group_by("instance", "_key", maintain_order=True)
+        .agg(
+            pl.col("at").filter(event == "received").min().alias("received_at"),
+            pl.col("at_precision_s").max().fill_null(0.0).alias("at_precision_s"),
+            pl.col("at").filter(event == "aborted").min().alias("aborted_at"),
+            pl.col("at").filter(event == "finished").min().alias("finished_at"),
+            pl.col("source").alias("engine_sources"),
+        )
+        .rename({"_key": "engine_key"})
+        .cast(ENGINE_REQUESTS)
+    )
+
+
+ENGINE_REQUESTS = {
+    "instance": pl.Utf8,
+    "engine_key": pl.Utf8,
+    "received_at": pl.Datetime("us", "UTC"),
+    "at_precision_s": pl.Float64,
+    "aborted_at": pl.Datetime("us", "UTC"),
+    "finished_at": pl.Datetime("us", "UTC"),
+    "engine_sources": pl.List(model.SOURCE),
+}
+
+
 def identity_matches(client: pl.DataFrame, server: pl.DataFrame, offset_s: float) -> pl.DataFrame:
     """Requests tied to server records by request id, else by prompt marker.
 
-    Ids: vLLM logs ``chatcmpl-<X-Request-Id>``, sometimes with an engine-side
-    suffix; the bare id is tried first, then with one suffix removed, so a
-    client id that itself ends in digits is never cut. Markers (the seed's
-    ``(i)``) repeat across steps, so a marker match must also fit in time.
-    Returns `_row`, `instance`, `match_key`, `server_source`, `last_server_at`.
+    Ids: vLLM logs ``chatcmpl-<X-Request-Id>``, and a client may record the
+    response's own ``chatcmpl-…`` id: both sides are compared without the
+    prefix and vLLM's engine-side suffix (`with_request_keys`). Markers (the
+    seed's ``(i)``) repeat across steps, so a marker match must also fit in time.
+    Returns `_row`, `instance`, `match_key`, `engine_key`, `server_source`,
+    `last_server_at` (the last line that is not an abort).
     """
     out = []
-    server_ids = (
-        server.filter(pl.col("request_id").is_not_null())
-        .with_columns(pl.col("request_id").str.replace(ID_PREFIX_RE, "").alias("_k0"))
-        .with_columns(pl.col("_k0").str.replace(ID_SUFFIX_RE, "").alias("_k1"))
-    )
-    left = client.filter(pl.col("request_id").is_not_null()).select(
-        "_row", pl.col("request_id").alias("_k")
+    server_ids = with_request_keys(server.filter(pl.col("request_id").is_not_null()))
+    left = with_request_keys(
+        client.filter(pl.col("request_id").is_not_null()).select("_row", "request_id")
     )
     if left.height and server_ids.height:
-        exact = left.join(server_ids, left_on="_k", right_on="_k0")
-        rest = left.join(exact.select("_row"), on="_row", how="anti")
-        trimmed = rest.join(
-            server_ids.filter(pl.col("_k0") != pl.col("_k1")), left_on="_k", right_on="_k1"
+        exact = left.select("_row", "_key").join(server_ids, on="_key")
+        out.append(
+            exact.select(
+                "_row", "instance", "source", "at", "event", pl.col("_key").alias("engine_key")
+            ).with_columns(pl.lit("request_id").alias("match_key"))
         )
-        for frame in (exact, trimmed):
-            out.append(
-                frame.select("_row", "instance", "source", "at").with_columns(
-                    pl.lit("request_id").alias("match_key")
-                )
-            )
     markers = server.filter(pl.col("prompt_marker").is_not_null())
     with_marker = client.filter(pl.col("marker").is_not_null() & pl.col("started_at").is_not_null())
     if markers.height and with_marker.height:
@@ -65,7 +126,9 @@ def identity_matches(client: pl.DataFrame, server: pl.DataFrame, offset_s: float
         joined = (
             with_marker.select("_row", "marker", "started_at", "ended_at")
             .join(
-                markers.select("prompt_marker", "instance", "source", "at"),
+                with_request_keys(markers).select(
+                    "prompt_marker", "instance", "source", "at", "event", "_key"
+                ),
                 left_on="marker",
                 right_on="prompt_marker",
             )
@@ -75,42 +138,151 @@ def identity_matches(client: pl.DataFrame, server: pl.DataFrame, offset_s: float
             )
         )
         out.append(
-            joined.select("_row", "instance", "source", "at").with_columns(
-                pl.lit("marker").alias("match_key")
-            )
+            joined.select(
+                "_row", "instance", "source", "at", "event", pl.col("_key").alias("engine_key")
+            ).with_columns(pl.lit("marker").alias("match_key"))
         )
     if not out:
-        return pl.DataFrame(
-            schema={
-                "_row": pl.UInt32,
-                "instance": pl.Utf8,
-                "match_key": pl.Utf8,
-                "server_source": model.SOURCE,
-                "last_server_at": pl.Datetime("us", "UTC"),
-            }
-        )
+        return pl.DataFrame(schema=IDENTITY_MATCHES)
     both = pl.concat(out).sort("at")
-    return both.group_by("_row", maintain_order=True).agg(
-        pl.col("instance").first(),
-        pl.col("match_key").first(),
-        pl.col("source").first().alias("server_source"),
-        pl.col("at").max().alias("last_server_at"),
+    return (
+        both.group_by("_row", maintain_order=True)
+        .agg(
+            pl.col("instance").first(),
+            pl.col("match_key").first(),
+            pl.col("engine_key").drop_nulls().first(),
+            pl.col("source").first().alias("server_source"),
+            pl.col("at").filter(pl.col("event") != "aborted").max().alias("last_server_at"),
+        )
+        .cast(IDENTITY_MATCHES)
     )
+
+
+IDENTITY_MATCHES = {
+    "_row": pl.UInt32,
+    "instance": pl.Utf8,
+    "match_key": pl.Utf8,
+    "engine_key": pl.Utf8,
+    "server_source": model.SOURCE,
+    "last_server_at": pl.Datetime("us", "UTC"),
+}
+
+
+def match_lifecycle(
+    engine: pl.DataFrame,
+    server: pl.DataFrame,
+    timed: pl.DataFrame,
+    offset: float,
+    claimed: pl.DataFrame,
+) -> pl.DataFrame:
+    """Failed requests the engines logged but that share no id with the client.
+
+    A request the client (or the proxy) abandoned leaves no access line, but
+    with request logging the engine wrote it down: ``Received`` when it
+    arrived, ``Aborted`` when the connection closed. Two order-preserving
+    passes over the engine requests no id claimed (`claimed`: `instance`,
+    `engine_key`):
+
+    1. an abort at the failure's end (the client or proxy hung up, the engine
+       aborted at once), received no earlier than the request was sent;
+    2. a request the engine received during the failure's window and never
+       ended, after its instance's last answered access line: it was running
+       when the instance's log stopped (the process died mid-request).
+
+    `timed`: `_row`, `ok`, `s`, `e` (client clock, epoch seconds) of the
+    requests still unattributed. Returns `_row`, `instance`, `engine_key`,
+    `ambiguous` (another instance's engine request fitted as well).
+    """
+    free = engine.join(claimed, on=["instance", "engine_key"], how="anti")
+    failed = timed.filter(~pl.col("ok").fill_null(True) & pl.col("e").is_not_null()).with_columns(
+        pl.col("s") + offset, pl.col("e") + offset
+    )
+    if free.is_empty() or failed.is_empty():
+        return pl.DataFrame(
+            schema={k: IDENTITY_MATCHES[k] for k in ("_row", "instance", "engine_key")}
+            | {"ambiguous": pl.Boolean}
+        )
+    answered = (
+        server.filter((pl.col("event") == "access") & pl.col("http_status").is_between(200, 299))
+        .group_by("instance")
+        .agg(pl.col("at").max().alias("_last_answer"))
+    )
+    free = free.join(answered, on="instance", how="left").with_columns(
+        seconds("received_at").alias("_recv"),
+        seconds("aborted_at").alias("_abort"),
+        (pl.col("at_precision_s") + MATCH_TOLERANCE_S).alias("_tol"),
+        (
+            pl.col("aborted_at").is_null()
+            & pl.col("finished_at").is_null()
+            & (pl.col("_last_answer").is_null() | (pl.col("received_at") > pl.col("_last_answer")))
+        ).alias("_open"),
+    )
+    picked = []
+    taken_rows: set[int] = set()
+    for point, lo, hi, candidates in (
+        ("_abort", "e", "e", free.filter(pl.col("_abort").is_not_null())),
+        ("_recv", "s", "e", free.filter(pl.col("_open") & pl.col("_recv").is_not_null())),
+    ):
+        windows = failed.filter(~pl.col("_row").is_in(list(taken_rows))).sort(lo)
+        candidates = candidates.sort(point)
+        if windows.is_empty() or candidates.is_empty():
+            continue
+        picks = pair_windows(
+            candidates[point].to_numpy(),
+            candidates["_tol"].to_numpy(),
+            windows[lo].to_numpy(),
+            windows[hi].to_numpy(),
+        )
+        got = np.flatnonzero(picks >= 0)
+        rows = windows["_row"].gather(picks[got])
+        pairs = (
+            candidates[got]
+            .with_columns(rows.alias("_row"))
+            .join(windows.select("_row", "s"), on="_row")
+        )
+        # an engine request received before the client sent anything is another request's
+        pairs = pairs.filter(
+            pl.col("_recv").is_null() | (pl.col("_recv") >= pl.col("s") - pl.col("_tol"))
+        )
+        following = np.minimum(got + 1, len(candidates) - 1)
+        rivals = (
+            candidates[following]
+            .select(pl.col("instance").alias("_next_instance"), pl.col(point).alias("_next_at"))
+            .with_row_index("_i")
+        )
+        pairs = pairs.with_row_index("_i").join(rivals, on="_i", how="left")
+        window_end = windows.select("_row", pl.col(hi).alias("_hi"))
+        pairs = pairs.join(window_end, on="_row").with_columns(
+            (
+                (pl.col("_next_instance") != pl.col("instance"))
+                & (pl.col("_next_at") <= pl.col("_hi") + pl.col("_tol"))
+            )
+            .fill_null(False)
+            .alias("ambiguous")
+        )
+        taken_rows |= set(pairs["_row"].to_list())
+        picked.append(pairs.select("_row", "instance", "engine_key", "ambiguous"))
+    if not picked:
+        return pl.DataFrame(
+            schema={k: IDENTITY_MATCHES[k] for k in ("_row", "instance", "engine_key")}
+            | {"ambiguous": pl.Boolean}
+        )
+    return pl.concat(picked)
 
 
 def attribute(
     client: pl.DataFrame,
     server: pl.DataFrame,
     clock: ClockFit,
-    coverage: dict,
     records: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """Add instance, match_key, ambiguous, server_source, late and reach to each request.
+    """Add instance, match_key, ambiguous, server_source, engine_sources and late to each request.
 
-    `reach` is "reached", "unreached" (a failure inside the span every
-    instance's log covers, matching nothing, while every success is accounted
-    for) or "unknown". `late` marks a failed request whose server finished it
-    after the client had given up.
+    `match_key` says what tied the request to its instance: `request_id`,
+    `marker`, `engine_lifecycle` (the engine logged a failed request the
+    client holds no id for) or `time_window` (an access line at the right
+    time). `late` marks a failed request whose server finished it after the
+    client had given up.
     """
     client = client.with_row_index("_row")
     shift_s = clock.offset_s
@@ -123,6 +295,7 @@ def attribute(
         pl.col("match_key").cast(pl.Utf8),
         pl.lit(False).alias("ambiguous"),
         pl.col("server_source").cast(model.SOURCE),
+        "engine_key",
         (
             (pl.col("last_server_at") - pl.col("ended_at")).dt.total_microseconds() / 1e6 - shift_s
             > MATCH_TOLERANCE_S
@@ -131,25 +304,68 @@ def attribute(
         .alias("late"),
     )
     records = inference_records(server) if records is None else records
+    engine = engine_requests(server)
     timed = client.filter(pl.col("started_at").is_not_null()).select(
         "_row", "ok", seconds("started_at").alias("s"), seconds("ended_at").alias("e")
     )
-    by_time = match_by_time(records, timed, shift_s, ids.select("_row", "instance")).select(
+    unpinned = timed.join(ids.select("_row"), on="_row", how="anti")
+    by_lifecycle = match_lifecycle(
+        engine,
+        server,
+        unpinned,
+        shift_s,
+        ids.select("instance", "engine_key").drop_nulls(),
+    ).select(
+        "_row",
+        "instance",
+        pl.lit("engine_lifecycle").alias("match_key"),
+        "ambiguous",
+        pl.lit(None, dtype=model.SOURCE).alias("server_source"),
+        "engine_key",
+        pl.lit(False).alias("late"),
+    )
+    pinned = pl.concat([ids.select("_row", "instance"), by_lifecycle.select("_row", "instance")])
+    by_time = match_by_time(records, timed, shift_s, pinned)
+    # a request tied beforehand keeps its own instance's access line as its record
+    access_of_pinned = by_time.filter("pinned").select(
+        "_row", pl.col("server_source").alias("_access")
+    )
+    by_time = by_time.filter(~pl.col("pinned")).select(
         "_row",
         "instance",
         pl.lit("time_window").alias("match_key"),
         "ambiguous",
         "server_source",
+        pl.lit(None, dtype=pl.Utf8).alias("engine_key"),
         "late",
     )
-    decided = client.select("_row").join(
-        pl.concat([by_identity, by_time]), on="_row", how="left", maintain_order="left"
+    tied = (
+        pl.concat([by_identity, by_lifecycle])
+        .join(access_of_pinned, on="_row", how="left")
+        .with_columns(pl.coalesce("_access", "server_source").alias("server_source"))
+        .drop("_access")
+    )
+    decided = (
+        client.select("_row")
+        .join(
+            pl.concat([tied, by_time]),
+            on="_row",
+            how="left",
+            maintain_order="left",
+        )
+        .join(
+            engine.select("instance", "engine_key", "engine_sources"),
+            on=["instance", "engine_key"],
+            how="left",
+            maintain_order="left",
+        )
     )
     out = client.with_columns(
         decided["instance"],
         decided["match_key"],
         decided["ambiguous"].fill_null(False),
         decided["server_source"],
+        decided["engine_sources"],
         decided["late"].fill_null(False),
     )
     return out.drop("_row")
@@ -167,8 +383,8 @@ def match_by_time(
     3. "late": a success the server logged after the client had already given up.
     Outcomes must agree in passes 1-2 (a 2xx line belongs to a success).
     A record is marked ambiguous when the next request's end was as close.
-    Returns `_row`, `instance`, `server_source`, `ambiguous`, `late` for the
-    requests that were not pinned and got a record.
+    Returns `_row`, `instance`, `server_source`, `ambiguous`, `late` and
+    `pinned` (the request was tied beforehand) for the requests that got a record.
     """
     recs = (
         records.select(
@@ -220,14 +436,14 @@ def match_by_time(
         rec_free[rec_pos[got]] = False
         req_pos = req_frame["_pos"].to_numpy()[windows]
         req_free[req_pos] = False
-        if how == "pinned":
-            return
         # another request finished about as close: which of the two got this line is a guess
         following = np.minimum(windows + 1, len(anchors) - 1)
-        ambiguous = (windows + 1 < len(anchors)) & (
-            np.abs(anchors[following] - points[got]) <= tols[got]
+        ambiguous = (
+            (windows + 1 < len(anchors))
+            & (np.abs(anchors[following] - points[got]) <= tols[got])
+            & (how != "pinned")
         )
-        picked.append((req_pos, rec_pos[got], ambiguous, how == "late"))
+        picked.append((req_pos, rec_pos[got], ambiguous, how == "late", how == "pinned"))
 
     def free_records(ok: bool) -> np.ndarray:
         return rec_free & (rec_ok == ok)
@@ -260,6 +476,9 @@ def match_by_time(
             "ambiguous": np.concatenate([p[2] for p in picked] + [np.zeros(0, bool)]),
             "late": np.concatenate(
                 [np.full(len(p[0]), p[3]) for p in picked] + [np.zeros(0, bool)]
+            ),
+            "pinned": np.concatenate(
+                [np.full(len(p[0]), p[4]) for p in picked] + [np.zeros(0, bool)]
             ),
         }
     )

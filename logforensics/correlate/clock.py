@@ -252,17 +252,23 @@ REFINE_POINTS = 20_000  # a contiguous stretch this long pins the offset as well
 def head_window(
     points: np.ndarray, ends: np.ndarray, offset: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The first REFINE_POINTS points (sorted) and the ends that could pair with them.
+    """The first REFINE_POINTS points (sorted) and the ends that could pair with them."""
+    head, keep = head_span(points, ends, offset)
+    return head, ends[keep]
+
+
+def head_span(points: np.ndarray, ends: np.ndarray, offset: float) -> tuple[np.ndarray, np.ndarray]:
+    """The first REFINE_POINTS points (sorted) and a mask of the ends that could pair with them.
 
     One-to-one pairing must see every candidate in a stretch of time, so the
     stretch is contiguous rather than sampled.
     """
     if len(points) <= REFINE_POINTS:
-        return points, ends
+        return points, np.ones(len(ends), dtype=bool)
     head = points[:REFINE_POINTS]
     margin = 10 * MATCH_TOLERANCE_S
     keep = (ends + offset >= head[0] - margin) & (ends + offset <= head[-1] + margin)
-    return head, ends[keep]
+    return head, keep
 
 
 def paired_shift(

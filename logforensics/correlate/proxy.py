@@ -11,6 +11,7 @@ it *delivered* reached its upstream even where that instance's log is missing.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,8 +19,8 @@ import polars as pl
 
 from logforensics import model
 from logforensics.correlate.attribute import ID_PREFIX_RE, match_by_time
-from logforensics.correlate.clock import ClockFit, estimate_offset, head_window
-from logforensics.correlate.pairing import pair_within
+from logforensics.correlate.clock import ClockFit, estimate_offset, head_span
+from logforensics.correlate.pairing import pair_windows
 from logforensics.correlate.records import (
     INFERENCE_PATH_RE,
     MATCH_TOLERANCE_S,
@@ -46,7 +47,7 @@ class UpstreamFit:
     fit: float | None  # share of the upstream's answered lines the instance echoed
     lines: int
     forced: bool = False
-    by: str | None = None  # forced | timing | counts: what decided the mapping
+    by: str | None = None  # forced | address | timing | counts: what decided the mapping
     counts_r: float | None = None  # correlation of requests per second, where it decided
 
     def to_dict(self) -> dict:
@@ -73,19 +74,91 @@ def _stamp_precision(frame: pl.DataFrame) -> float:
     return 1.0 if whole else 0.001
 
 
-def echoed(proxy_times: np.ndarray, instance_times: np.ndarray, tol: float) -> int:
-    """Proxy lines paired one-to-one, in time order, with an instance line within `tol`."""
-    return int((pair_within(proxy_times, instance_times, tol) >= 0).sum())
+def echoed(proxy_times: np.ndarray, lo: np.ndarray, hi: np.ndarray, tol: float) -> int:
+    """Proxy lines paired one-to-one, in time order, with an instance line within `tol`.
+
+    An instance line is the interval [lo, hi] its true time lies in: an
+    unstamped access line borrowed a neighbour's stamp and may be seconds
+    later. Wide intervals echo everything, so they cannot single an instance out.
+    """
+    tols = np.full(len(proxy_times), tol)
+    return int((pair_windows(proxy_times, tols, lo, hi) >= 0).sum())
 
 
 def _times_by(frame: pl.DataFrame, key: str) -> dict[str, np.ndarray]:
     """Sorted epoch seconds of the rows for each value of `key` (nulls left out), in one pass."""
+    return {name: lo for name, (lo, _) in _windows_by(frame, key).items()}
+
+
+def _windows_by(frame: pl.DataFrame, key: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per value of `key`, the rows' time intervals [at, at + at_precision_s], sorted by start."""
+    precision = (
+        pl.col("at_precision_s").fill_null(0.0)
+        if "at_precision_s" in frame.columns
+        else pl.lit(0.0)
+    )
     parts = (
-        frame.select(key, "at").filter(pl.col(key).is_not_null()).partition_by(key, as_dict=True)
+        frame.select(key, seconds("at").alias("lo"), precision.alias("width"))
+        .filter(pl.col(key).is_not_null() & pl.col("lo").is_not_null())
+        .sort("lo")
+        .partition_by(key, as_dict=True)
     )
     return {
-        name: np.sort(part["at"].dt.epoch("us").to_numpy() / 1e6) for (name,), part in parts.items()
+        name: (part["lo"].to_numpy(), (part["lo"] + part["width"]).to_numpy())
+        for (name,), part in parts.items()
     }
+
+
+def host_port(address: str) -> tuple[str, str] | None:
+    """``http://127.0.0.1:8001/v1`` → ("127.0.0.1", "8001"); None without a port."""
+    m = re.match(r"^(?:[a-z]+://)?\[?([^\]/\s]*?)\]?:(\d+)(?:/|$)", address.strip().lower())
+    return (m.group(1), m.group(2)) if m else None
+
+
+WILDCARD_HOSTS = {"", "0.0.0.0", "::", "*"}
+
+
+def map_by_address(
+    upstreams: list[str], addresses: dict[str, list[str]], aliases: dict[str, str]
+) -> dict[str, str]:
+    """Upstreams named by an address an instance's own start-up lines announce.
+
+    vLLM prints where it listens (``Starting vLLM server on
+    http://127.0.0.1:8001``); a proxy names the same host and port, or a
+    server name its configuration binds to one (`aliases`: HAProxy's
+    ``backend/server`` → address). An instance listening on every interface
+    matches by port, but only when no other instance has that port.
+    """
+    exact: dict[tuple[str, str], set[str]] = {}
+    by_port: dict[str, set[str]] = {}
+    for name, listed in addresses.items():
+        for address in listed:
+            hp = host_port(address)
+            if hp:
+                exact.setdefault(hp, set()).add(name)
+                by_port.setdefault(hp[1], set()).add(name)
+    mapped = {}
+    for upstream in upstreams:
+        hp = host_port(aliases.get(upstream, upstream))
+        if hp is None:
+            continue
+        owners = exact.get(hp) or {
+            n
+            for (host, port), names in exact.items()
+            if port == hp[1] and host in WILDCARD_HOSTS
+            for n in names
+        }
+        if not owners and len(by_port.get(hp[1], ())) == 1:
+            owners = by_port[
+                hp[1]
+            ]  # one instance on that port, logged under another name for the host
+        if len(owners) == 1:
+            mapped[upstream] = next(iter(owners))
+    claims = {}
+    for upstream, name in mapped.items():
+        claims.setdefault(name, []).append(upstream)
+    # two upstreams announcing one instance: the evidence contradicts itself
+    return {u: n for u, n in mapped.items() if len(claims[n]) == 1}
 
 
 def map_upstreams(
@@ -93,12 +166,17 @@ def map_upstreams(
     server: pl.DataFrame,
     forced: dict[str, str],
     records: pl.DataFrame | None = None,
+    addresses: dict[str, list[str]] | None = None,
+    aliases: dict[str, str] | None = None,
 ) -> dict[str, UpstreamFit]:
-    """Which instance each upstream address is, judged by timing, one instance per address.
+    """Which instance each upstream address is, one instance per address.
 
-    Addresses are taken best fit first; an instance already taken is not given
-    to a second address, and an address that fits two instances about as well
-    is left unmapped (pass ``--upstream``) rather than guessed.
+    Strongest evidence first: ``--upstream`` (forced); the address an
+    instance's start-up lines announce (`addresses`: instance → addresses;
+    `aliases`: a proxy's server name → address); then timing, best fit first:
+    an instance already taken is not given to a second address, and an address
+    that fits two instances about as well is left unmapped rather than
+    guessed; last, requests per second.
     """
     answered = (
         proxy.filter(pl.col("upstream").is_not_null())
@@ -108,23 +186,35 @@ def map_upstreams(
     access = inference_records(server) if records is None else records
     tol = MATCH_TOLERANCE_S + _stamp_precision(proxy)
     names = access["instance"].unique().sort().to_list()
-    by_instance = _times_by(access, "instance")
-    instance_times = {n: by_instance.get(n, np.array([])) for n in names}
+    by_instance = _windows_by(access, "instance")
+    empty = (np.array([]), np.array([]))
+    instance_windows = {n: by_instance.get(n, empty) for n in names}
     by_address = _times_by(answered, "address")
     fits: dict[str, UpstreamFit] = {}
     scores = []
-    for address in sorted(set(by_address) | set(forced)):
+    tried = proxy.select(last_upstream(pl.col("upstream")).drop_nulls().unique()).to_series()
+    # every address the proxy sent to, answered or not; a group name is not an upstream
+    logged = sorted(
+        set(by_address) | set(forced) | {u for u in tried if host_port((aliases or {}).get(u, u))}
+    )
+    announced = map_by_address(logged, addresses or {}, aliases or {})
+    for address in logged:
         own = by_address.get(address, np.array([]))
         if address in forced:
             fits[address] = UpstreamFit(
                 address, forced[address], None, len(own), forced=True, by="forced"
             )
             continue
+        if address in announced:
+            fits[address] = UpstreamFit(address, announced[address], None, len(own), by="address")
+            continue
         for n in names:
-            head, theirs = head_window(own, instance_times[n], 0.0)
-            scores.append((echoed(head, theirs, tol) / len(head) if len(head) else 0.0, address, n))
+            lo, hi = instance_windows[n]
+            head, keep = head_span(own, lo, 0.0)
+            score = echoed(head, lo[keep], hi[keep], tol) / len(head) if len(head) else 0.0
+            scores.append((score, address, n))
         fits[address] = UpstreamFit(address, None, 0.0, len(own))
-    taken = {f.instance for f in fits.values() if f.forced}
+    taken = {f.instance for f in fits.values() if f.instance}
     for fit, address, name in sorted(scores, reverse=True):
         current = fits[address]
         if current.instance or name in taken or fit < MAPPING_MIN_FIT:
@@ -135,7 +225,13 @@ def map_upstreams(
             continue  # two instances keep time with this address: do not guess
         fits[address] = UpstreamFit(address, name, round(fit, 3), current.lines, by="timing")
         taken.add(name)
-    _map_by_counts(fits, by_address, instance_times, taken)
+    # requests per second are only comparable where the instance's stamps are its own
+    precise = {
+        n: lo
+        for n, (lo, hi) in instance_windows.items()
+        if len(lo) and np.median(hi - lo) <= MATCH_TOLERANCE_S
+    }
+    _map_by_counts(fits, by_address, precise, taken)
     return fits
 
 
@@ -237,7 +333,7 @@ def attribute(
         clock.offset_s,
         pinned,
     )
-    owner = pl.concat([pinned, by_time.select("_row", "instance")])
+    owner = pl.concat([pinned, by_time.filter(~pl.col("pinned")).select("_row", "instance")])
     details = inference.select(
         pl.col("source").alias("proxy_source"),
         last_upstream(pl.col("upstream")).alias("proxy_upstream"),

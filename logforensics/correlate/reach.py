@@ -4,46 +4,137 @@ from __future__ import annotations
 
 import polars as pl
 
+WITNESS_OF_MATCH = {
+    "request_id": "request_id",  # the same id on both sides
+    "marker": "prompt_marker",  # the prompt's unique text in the engine's request line
+    "engine_lifecycle": "engine_lifecycle",  # the engine logged it arriving (and aborting)
+    "time_window": "access_line",  # an access line at the request's time
+}
 
-def decide_reach(requests: pl.DataFrame, coverage: dict, offset_s: float) -> pl.DataFrame:
-    """`reach` and the witness behind it, from the instance logs and the proxy's log.
 
-    reached   — an instance log holds it (witness "instance"), or the proxy's log
-                shows it delivered to an upstream whose own log is missing or
-                silent (witness "proxy": the instance side is unverified);
-    unreached — the proxy says it refused it before any upstream (witness
-                "proxy", the strongest proof), or it failed inside the span every
-                instance's log covers and matched nothing while every success is
-                accounted for (witness "coverage");
+def decide_reach(
+    requests: pl.DataFrame,
+    coverage: dict,
+    offset_s: float,
+    server: pl.DataFrame | None = None,
+    stats: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """`reach`, the witness behind it, and `reached_instance`, from every witness.
+
+    reached   — an instance's log holds it (witness: what tied it, see
+                `WITNESS_OF_MATCH`), or the proxy's log shows it delivered to
+                an upstream (witness "proxy"; the instance side unverified when
+                that instance's log is silent);
+    unreached — the proxy says it never got to any upstream (witness "proxy",
+                the strongest proof); or it failed inside the span every
+                instance's log covers, no instance logged it, every success is
+                accounted for, and the instances would have logged it: they log
+                each request's arrival (witness "coverage"), or their stats
+                just before it ended show nothing running or waiting (witness
+                "engine_stats"). Without either, a request the proxy or the
+                client abandoned leaves no line at all (uvicorn writes none),
+                so absence proves nothing;
     unknown   — anything else.
+    `reached_instance` is the instance the strongest witness names.
     """
     if "proxy_delivery" not in requests.columns:
         requests = requests.with_columns(pl.lit(None, dtype=pl.Utf8).alias("proxy_delivery"))
+    if "proxy_instance" not in requests.columns:
+        requests = requests.with_columns(pl.lit(None, dtype=pl.Utf8).alias("proxy_instance"))
     out = requests.with_columns(covered_expr(coverage, offset_s).alias("_covered"))
     # a success no log saw was served by an instance whose log is missing: a
     # failure may have reached that instance too, so "never reached" is unproven
     provable = not unaccounted_successes(out)
+    logs_arrivals = bool(coverage) and all(name in arrivals_logged(server) for name in coverage)
+    out = out.with_columns(engines_idle_at_end(out, coverage, offset_s, stats).alias("_idle"))
     by_proxy = pl.col("proxy_delivery")
+    failed_unseen = pl.col("instance").is_null() & ~pl.col("ok").fill_null(True) & pl.col(
+        "_covered"
+    ) & pl.lit(provable) & by_proxy.is_null() | (by_proxy == "unknown")
     reach = (
-        pl.when(pl.col("instance").is_not_null())
-        .then(pl.lit("reached"))
-        .when(by_proxy == "reached")
+        pl.when(pl.col("instance").is_not_null() | (by_proxy == "reached"))
         .then(pl.lit("reached"))
         .when(by_proxy == "refused")
         .then(pl.lit("unreached"))
-        .when(~pl.col("ok") & pl.col("_covered") & pl.lit(provable))
+        .when(failed_unseen & (pl.lit(logs_arrivals) | pl.col("_idle")))
         .then(pl.lit("unreached"))
         .otherwise(pl.lit("unknown"))
     )
     witness = (
         pl.when(pl.col("instance").is_not_null())
-        .then(pl.lit("instance"))
+        .then(pl.col("match_key").replace_strict(WITNESS_OF_MATCH, default="instance_log"))
         .when(by_proxy.is_in(["reached", "refused"]))
         .then(pl.lit("proxy"))
         .when(reach == "unreached")
-        .then(pl.lit("coverage"))
+        .then(
+            pl.when(pl.lit(logs_arrivals))
+            .then(pl.lit("coverage"))
+            .otherwise(pl.lit("engine_stats"))
+        )
     )
-    return out.with_columns(reach.alias("reach"), witness.alias("reach_witness")).drop("_covered")
+    reached_instance = pl.coalesce(
+        pl.col("instance"), pl.when(by_proxy == "reached").then(pl.col("proxy_instance"))
+    )
+    return out.with_columns(
+        reach.alias("reach"),
+        witness.alias("reach_witness"),
+        reached_instance.alias("reached_instance"),
+    ).drop("_covered", "_idle")
+
+
+def arrivals_logged(server: pl.DataFrame | None) -> set[str]:
+    """Instances whose logs record each request's arrival (vLLM's request logging)."""
+    if server is None or server.is_empty():
+        return set()
+    return set(server.filter(pl.col("event") == "received")["instance"].unique().to_list())
+
+
+def engines_idle_at_end(
+    requests: pl.DataFrame, coverage: dict, offset_s: float, stats: pl.DataFrame | None
+) -> pl.Expr:
+    """Per request: did every instance's last stats line before its end show nothing inside?
+
+    A request inside an engine counts as running or waiting until it ends;
+    stats lines come every few seconds while the engine is busy (newer vLLM
+    prints none while idle, so the last one before a quiet spell is the
+    zero line). When each instance's latest line at or before the failure's
+    end reads Running 0, Waiting 0, the failed request was in none of them.
+    """
+    if stats is None or stats.is_empty() or not coverage or requests.is_empty():
+        return pl.lit(False)
+    # an instance that logs stats but printed none yet had been idle since it started
+    names = sorted(set(coverage) & set(stats["instance"].drop_nulls().unique().to_list()))
+    if len(names) < len(coverage):
+        return pl.lit(False)
+    shift = pl.duration(microseconds=int(round(offset_s * 1e6)))
+    ends = (
+        requests.with_row_index("_r")
+        .filter(pl.col("ended_at").is_not_null())
+        .select("_r", (pl.col("ended_at") + shift).alias("at"))
+    )
+    inside = pl.col("running").fill_null(0) + pl.col("waiting").fill_null(0)
+    per_instance = (
+        ends.join(pl.DataFrame({"instance": names}), how="cross")
+        .sort("instance", "at")
+        .join_asof(
+            stats.filter(pl.col("instance").is_in(names))
+            .select("instance", "at", inside.alias("_inside"))
+            .sort("instance", "at"),
+            on="at",
+            by="instance",
+            strategy="backward",
+            check_sortedness=False,
+        )
+    )
+    idle = per_instance.group_by("_r").agg(
+        (pl.col("_inside").fill_null(0) == 0).all().alias("_idle")
+    )
+    flags = (
+        pl.DataFrame({"_r": range(requests.height)}, schema={"_r": pl.UInt32})
+        .join(idle, on="_r", how="left", maintain_order="left")["_idle"]
+        .fill_null(False)
+    )
+    return pl.lit(flags)
 
 
 MISSING_LOG_SHARE = 0.02  # successes no instance log saw, beyond which a log is missing

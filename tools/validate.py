@@ -1,0 +1,132 @@
+"""`make validate`: the scoreboard on incidents recorded from real programs.
+
+Each folder under the corpus (default ``../shared/corpus``, or
+``$LOGFORENSICS_CORPUS``) holds one incident's files and a ``TRUTH.json``
+counted from the raw logs by hand-written scripts, never by this tool. Every
+folder is analysed the way a user would run it — the folder itself, through
+the command line — with the files that are not evidence a user would have
+(TRUTH.json, GROUND_TRUTH.md, lab-timeline.log) left out, and the JSON report
+is compared with the truth: verdict, totals, steps, per-instance counts,
+contamination and the client clock offset (within 1.5 s). One line per
+incident, then the scoreboard; the exit status is 1 on any miss. Where the
+corpus is absent (a user's clone) it says so and passes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+NOT_EVIDENCE = {"TRUTH.json", "GROUND_TRUTH.md", "lab-timeline.log"}
+OFFSET_TOLERANCE_S = 1.5
+CHECKS = ("verdict", "totals", "steps", "per-instance", "contamination", "offset")
+TOTALS = {"sent": "sent", "ok": "succeeded", "failed": "failed", "unreached": "unreached"}
+STEP_COUNTS = {"concurrency": "concurrency", **TOTALS}
+
+
+def corpus_root() -> Path:
+    default = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus"
+    return Path(os.environ.get("LOGFORENSICS_CORPUS", default)).resolve()
+
+
+def incidents(root: Path) -> list[Path]:
+    return sorted(d for d in root.iterdir() if d.is_dir() and (d / "TRUTH.json").is_file())
+
+
+def analyse(incident: Path, workdir: Path) -> tuple[dict | None, str]:
+    """Run `logforensics analyze` on the incident's evidence; (report, stderr)."""
+    evidence = workdir / incident.name
+    evidence.mkdir()
+    for item in incident.iterdir():
+        if item.name not in NOT_EVIDENCE:
+            (evidence / item.name).symlink_to(item.resolve())
+    out = workdir / f"{incident.name}.json"
+    cli = Path(sys.executable).with_name("logforensics")
+    run = subprocess.run(
+        [str(cli), "analyze", str(evidence), "--json", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    if not out.is_file():
+        return None, run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "no report"
+    return json.loads(out.read_text()), run.stderr
+
+
+def compare(truth: dict, got: dict) -> dict[str, list[str]]:
+    """Per check, the misses (an empty list is a pass)."""
+    misses: dict[str, list[str]] = {check: [] for check in CHECKS}
+    verdict = got["verdict"]["bottleneck"]
+    if verdict != truth["verdict"]:
+        misses["verdict"].append(f"{verdict} ≠ {truth['verdict']}")
+    for want_key, got_key in TOTALS.items():
+        want, have = truth["totals"].get(want_key), got["totals"].get(got_key)
+        if want is not None and want != have:
+            misses["totals"].append(f"{want_key} {have}≠{want}")
+    if "unknown" in truth["totals"] and truth["totals"]["unknown"] != got["totals"]["unknown"]:
+        misses["totals"].append(f"unknown {got['totals']['unknown']}≠{truth['totals']['unknown']}")
+    names = sorted(i["name"] for i in truth["instances"])
+    served = sorted(i["name"] for i in got["instances"])
+    if served != names:
+        misses["per-instance"].append(f"instances {served} ≠ {names}")
+    steps = [r for r in got["runs"] if not r["warmup"]]
+    if len(steps) != len(truth["steps"]):
+        misses["steps"].append(f"{len(steps)} steps ≠ {len(truth['steps'])}")
+    for want, have in zip(truth["steps"], steps, strict=False):
+        label = f"step {want['concurrency']}"
+        for want_key, got_key in STEP_COUNTS.items():
+            if want[want_key] != have[got_key]:
+                misses["steps"].append(f"{label} {want_key} {have[got_key]}≠{want[want_key]}")
+        for name, count in want["per_instance"].items():
+            have_count = have["per_instance"].get(name)
+            if have_count != count:
+                misses["per-instance"].append(f"{label} {name} {have_count}≠{count}")
+        if want["contaminated"] != have["contaminated"]:
+            misses["contamination"].append(f"{label} {have['contaminated']}≠{want['contaminated']}")
+    want_offset = truth["clock"]["client_offset_s"]
+    have_offset = got["clock"]["offset_s"]
+    if have_offset is None or abs(have_offset - want_offset) > OFFSET_TOLERANCE_S:
+        misses["offset"].append(f"{have_offset}≠{want_offset}±{OFFSET_TOLERANCE_S}")
+    return misses
+
+
+def main() -> int:
+    root = corpus_root()
+    if not root.is_dir():
+        print(f"validate: no corpus at {root} (set LOGFORENSICS_CORPUS): nothing to score, passing")
+        return 0
+    found = incidents(root)
+    if not found:
+        print(f"validate: {root} holds no incident with a TRUTH.json: nothing to score, passing")
+        return 0
+    board = {check: 0 for check in CHECKS}
+    failed = 0
+    width = max(len(d.name) for d in found)
+    with tempfile.TemporaryDirectory(prefix="lf-validate-") as tmp:
+        for incident in found:
+            truth = json.loads((incident / "TRUTH.json").read_text())
+            got, stderr = analyse(incident, Path(tmp))
+            if got is None:
+                failed += 1
+                print(f"FAIL {incident.name:<{width}}  analyze wrote no report: {stderr}")
+                continue
+            misses = compare(truth, got)
+            for check, items in misses.items():
+                board[check] += not items
+            bad = {c: m for c, m in misses.items() if m}
+            failed += bool(bad)
+            marks = "  ".join(f"{c} {'✗' if misses[c] else '✓'}" for c in CHECKS)
+            print(f"{'FAIL' if bad else 'PASS'} {incident.name:<{width}}  {marks}")
+            for check, items in bad.items():
+                print(f"       {check}: {'; '.join(items)}")
+    n = len(found)
+    print("scoreboard: " + ", ".join(f"{c} {board[c]}/{n}" for c in CHECKS))
+    print(f"validate: {n - failed}/{n} incidents pass ({root})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
