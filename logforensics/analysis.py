@@ -49,6 +49,7 @@ FINDING_ADVICE = {
     "short_rest": "Rest longer than the client timeout between steps (loadtest --rest auto does).",
     "contaminated_step": "Rest longer than the client timeout between steps, so one step's stragglers cannot overlap the next.",
     "warmup": "Keep the warm-up request out of the measurement (as done here).",
+    "clock_ambiguous": "Send a request id with every request (logforensics loadtest does), or pass --offset once the clocks are known.",
     "time_zone_mismatch": "Log with explicit offsets (ISO 8601 with Z or +hh:mm) on every side, or pass --offset.",
     "missing_instance_log": "Collect the log of every instance behind the balancer for the whole test.",
     "client_timeout_shorter_than_server_latency": "Raise the client timeout above the server's latency at this load, or lower the load.",
@@ -106,10 +107,10 @@ class Analysis:
 
     def instance_shares(self) -> list[dict]:
         m = self.measured
-        served = m.filter(pl.col("instance").is_not_null()).height
+        served = m.filter(pl.col("reached_instance").is_not_null()).height
         out = []
         for name in self.instances:
-            n = m.filter(pl.col("instance") == name).height
+            n = m.filter(pl.col("reached_instance") == name).height
             out.append({"name": name, "requests": n, "share": (n / served) if served else None})
         return out
 
@@ -156,6 +157,14 @@ class Analysis:
                 "fit": self.clock.fit,
                 "residual_s": self.clock.residual_s,
                 "zone_hint": self.clock.zone_hint,
+                "paired": self.clock.paired,
+                "ambiguous": self.clock.ambiguous,
+                "second": None
+                if self.clock.second_offset_s is None
+                else {
+                    "offset_s": self.clock.second_offset_s,
+                    "paired": self.clock.second_paired,
+                },
                 "instances": {
                     name: {
                         "offset_s": fit.offset_s,
@@ -299,7 +308,9 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     client = steps.assign_steps(client)
     instances = instance_names(tables)
     records = inference_records(tables["server_requests"])
-    offset = clock.estimate_offset(client, records, options.offset_s)
+    offset = clock.estimate_offset(
+        client, records, options.offset_s, server=tables["server_requests"]
+    )
     aligned, coverage, instance_clocks = clock.align_instances(
         client, tables, inputs.coverage, offset, records
     )
@@ -399,6 +410,22 @@ def _findings(step_runs, instances, clock, inputs, requests, unmatched) -> list[
                         f"{name} served no request in any step: the balancer treats it as standby, or it is not in the pool",
                     )
                 )
+    if clock.ambiguous:
+        by_time = requests.filter(
+            ~pl.col("warmup")
+            & (
+                pl.col("match_key").is_in(["time_window", "engine_lifecycle"])
+                | (pl.col("reach_witness").is_in(["coverage", "engine_stats"]))
+            )
+        ).height
+        out.append(
+            Finding(
+                "clock_ambiguous",
+                f"the client→server offset is {clock.offset_s:+.1f} s ({clock.paired} records agree), "
+                f"but {clock.second_offset_s:+.1f} s has {clock.second_paired} as well: "
+                f"{by_time} request(s) placed by time depend on which is right",
+            )
+        )
     if clock.zone_hint:
         out.append(
             Finding(

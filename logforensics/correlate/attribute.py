@@ -17,83 +17,17 @@ import polars as pl
 from logforensics import model
 from logforensics.correlate.clock import ClockFit
 from logforensics.correlate.pairing import pair_windows
-from logforensics.correlate.records import MATCH_TOLERANCE_S, inference_records, seconds
+from logforensics.correlate.records import (
+    MATCH_TOLERANCE_S,
+    engine_requests,
+    inference_records,
+    seconds,
+    with_request_keys,
+)
 
-ID_PREFIX_RE = r"^(?:chat)?cmpl-"
-# engine-side suffixes vLLM adds to the external id: "-0" per choice, "-1f2e3d4c" internally
-ID_SUFFIX_RE = r"-(?:\d+|[0-9a-f]{8})$"
 LATE_LIMIT_S = (
     3600.0  # a server finishing later than this after the client gave up is not that request
 )
-
-
-LIFECYCLE_EVENTS = ("received", "finished", "aborted")
-
-
-def with_request_keys(frame: pl.DataFrame, column: str = "request_id") -> pl.DataFrame:
-    """Add `_key`: the id a request is known by on both sides, without vLLM's decorations.
-
-    vLLM logs ``chatcmpl-<id>`` and, for the same request, lines with an
-    engine-side suffix (``Added request chatcmpl-<id>-8d1ef5c6``). A suffix is
-    cut only where the id without it is itself logged on that instance, so a
-    client id that ends in digits (``lf-0001``) is never cut.
-    """
-    bare = pl.col(column).str.replace(ID_PREFIX_RE, "")
-    keyed = frame.with_columns(bare.alias("_k0")).with_columns(
-        pl.col("_k0").str.replace(ID_SUFFIX_RE, "").alias("_k1")
-    )
-    if "instance" not in frame.columns:
-        return keyed.with_columns(pl.col("_k0").alias("_key")).drop("_k0", "_k1")
-    logged = keyed.select("instance", pl.col("_k0").alias("_k1"), pl.lit(True).alias("_parent"))
-    keyed = keyed.join(
-        logged.drop_nulls().unique(), on=["instance", "_k1"], how="left", maintain_order="left"
-    )
-    cut = pl.col("_parent").fill_null(False) & (pl.col("_k0") != pl.col("_k1"))
-    return keyed.with_columns(
-        pl.when(cut).then(pl.col("_k1")).otherwise(pl.col("_k0")).alias("_key")
-    ).drop("_k0", "_k1", "_parent")
-
-
-def engine_requests(server: pl.DataFrame) -> pl.DataFrame:
-    """One row per request an engine logged: its lifecycle lines grouped by id, per instance.
-
-    vLLM with request logging writes ``Received request`` and ``Added
-    request`` when a request arrives, ``Aborted request(s)`` / ``Request …
-    aborted.`` when the client or the proxy hung up, and (some versions)
-    ``Finished request``. A request that arrived and has no end line was still
-    running when the log ended, or finished where the version logs nothing.
-    """
-    life = server.filter(
-        pl.col("event").is_in(LIFECYCLE_EVENTS) & pl.col("request_id").is_not_null()
-    )
-    if life.is_empty():
-        return pl.DataFrame(schema=ENGINE_REQUESTS)
-    event = pl.col("event")
-    return (
-        with_request_keys(life)
-        .sort("at", "source")
-        .group_by("instance", "_key", maintain_order=True)
-        .agg(
-            pl.col("at").filter(event == "received").min().alias("received_at"),
-            pl.col("at_precision_s").max().fill_null(0.0).alias("at_precision_s"),
-            pl.col("at").filter(event == "aborted").min().alias("aborted_at"),
-            pl.col("at").filter(event == "finished").min().alias("finished_at"),
-            pl.col("source").alias("engine_sources"),
-        )
-        .rename({"_key": "engine_key"})
-        .cast(ENGINE_REQUESTS)
-    )
-
-
-ENGINE_REQUESTS = {
-    "instance": pl.Utf8,
-    "engine_key": pl.Utf8,
-    "received_at": pl.Datetime("us", "UTC"),
-    "at_precision_s": pl.Float64,
-    "aborted_at": pl.Datetime("us", "UTC"),
-    "finished_at": pl.Datetime("us", "UTC"),
-    "engine_sources": pl.List(model.SOURCE),
-}
 
 
 def identity_matches(client: pl.DataFrame, server: pl.DataFrame, offset_s: float) -> pl.DataFrame:

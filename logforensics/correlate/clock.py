@@ -14,12 +14,19 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from logforensics.correlate.pairing import pair_within
-from logforensics.correlate.records import MATCH_TOLERANCE_S, inference_records, seconds
+from logforensics.correlate.pairing import pair_windows, pair_within
+from logforensics.correlate.records import (
+    MATCH_TOLERANCE_S,
+    engine_requests,
+    inference_records,
+    seconds,
+)
 
 MAX_OFFSET_S = 26 * 3600  # the widest time-zone error worth considering
 OFFSET_SAMPLE = 400
 SCORE_SAMPLE = 100_000
+RIVAL_GAP_S = 5.0  # offsets closer than this (or than the stamps' coarseness) are the same clock
+AMBIGUOUS_SHARE = 0.9  # a rival fitting this share of the best's records makes the clock ambiguous
 
 
 @dataclass
@@ -31,6 +38,16 @@ class ClockFit:
     residual_s: float | None = None  # median |server - client| of the matched pairs
     zone_hint: str | None = None
     moved_s: float = 0.0  # an instance's records were moved this far onto the common clock
+    # records that agree one-to-one with the offset; the best other offset and
+    # its agreeing records: when it has about as many, the logs cannot tell
+    # the two clocks apart
+    paired: int = 0
+    second_offset_s: float | None = None
+    second_paired: int = 0
+
+    @property
+    def ambiguous(self) -> bool:
+        return bool(self.paired) and self.second_paired >= AMBIGUOUS_SHARE * self.paired
 
     @property
     def fit(self) -> float | None:
@@ -63,7 +80,11 @@ def zone_hint(offset_s: float) -> str | None:
 
 
 def estimate_offset(
-    client: pl.DataFrame, records: pl.DataFrame, forced: float | None, prefer: float = 0.0
+    client: pl.DataFrame,
+    records: pl.DataFrame,
+    forced: float | None,
+    prefer: float = 0.0,
+    server: pl.DataFrame | None = None,
 ) -> ClockFit:
     """The client→server clock offset that lets the most server records fit a request end.
 
@@ -71,10 +92,31 @@ def estimate_offset(
     enough. Otherwise each record is an interval — it happened somewhere
     between its borrowed stamp and the next — and many offsets may fit as
     well: then the one nearest `prefer` (clocks agree) is kept, which is all
-    such logs can support.
+    such logs can support. Where no instance wrote an answered access line
+    (uvicorn's access log off), the engines' ``Received request`` lines are
+    fitted to the requests' starts instead (`server`: the server requests).
     """
     points, widths = _record_points(records)
-    return _fit(points, widths, _end_times(client), forced, prefer)
+    evidence = [Echoes(points, widths, _end_times(client))]
+    if server is not None:
+        evidence.append(_arrival_echoes(client, server))
+    return _fit(evidence, forced, prefer)
+
+
+def _arrival_echoes(client: pl.DataFrame, server: pl.DataFrame) -> Echoes:
+    """The engines' ``Received request`` stamps against the requests' starts, failed ones too."""
+    arrivals = (
+        engine_requests(server)
+        .filter(pl.col("received_at").is_not_null())
+        .select(seconds("received_at").alias("at"), "at_precision_s")
+        .sort("at")
+    )
+    starts = client.filter(pl.col("started_at").is_not_null()).select(seconds("started_at"))
+    return Echoes(
+        arrivals["at"].to_numpy(),
+        arrivals["at_precision_s"].to_numpy(),
+        np.sort(starts.to_series().to_numpy()),
+    )
 
 
 def _end_times(client: pl.DataFrame) -> np.ndarray:
@@ -97,59 +139,117 @@ def _record_points(records: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return points["at"].to_numpy(), points["at_precision_s"].to_numpy()
 
 
+@dataclass
+class Echoes:
+    """Server stamps and the client times they should echo: one kind of evidence for the clock.
+
+    `points`: server stamps, sorted; `widths`: how far past its stamp each
+    record's true time may lie (a borrowed or whole-second stamp); `anchors`:
+    the client times the records sit at (request ends for access lines,
+    starts for the engine's arrival lines), sorted.
+    """
+
+    points: np.ndarray
+    widths: np.ndarray
+    anchors: np.ndarray
+
+    def candidates(self) -> set[float]:
+        """Offsets the most sampled differences point at (load steps repeat, so several do)."""
+        sample_p = self.points[
+            np.linspace(0, len(self.points) - 1, min(OFFSET_SAMPLE, len(self.points))).astype(int)
+        ]
+        sample_a = self.anchors[
+            np.linspace(0, len(self.anchors) - 1, min(OFFSET_SAMPLE, len(self.anchors))).astype(int)
+        ]
+        diffs = (sample_p[:, None] - sample_a[None, :]).ravel()
+        diffs = diffs[np.abs(diffs) <= MAX_OFFSET_S]
+        bins, counts = np.unique(np.round(diffs), return_counts=True)
+        return set(bins[np.argsort(counts)[-12:]].tolist())
+
+    def agreeing(self, offset: float) -> float:
+        """How many records agree with `offset`: one-to-one pairs where that is affordable.
+
+        Counting records that merely hold *some* shifted anchor favours offsets
+        that put anchors where coarse records crowd; pairs count each anchor
+        once. Past PAIRED_SCORE_MAX records, an even sample's fitting records,
+        scaled to the whole (ranks, not totals, decide).
+        """
+        if len(self.points) <= PAIRED_SCORE_MAX:
+            tol = np.zeros(len(self.anchors))
+            lo = self.points - MATCH_TOLERANCE_S
+            hi = self.points + self.widths + MATCH_TOLERANCE_S
+            return float((pair_windows(self.anchors + offset, tol, lo, hi) >= 0).sum())
+        pick = np.linspace(0, len(self.points) - 1, SCORE_SAMPLE).astype(int)
+        hits = _fitting(self.points[pick], self.widths[pick], self.anchors, offset).sum()
+        return float(hits) * len(self.points) / SCORE_SAMPLE
+
+    def most(self) -> float:
+        """The most records that can agree with any offset."""
+        if len(self.points) <= PAIRED_SCORE_MAX:
+            return float(min(len(self.points), len(self.anchors)))
+        return float(len(self.points))
+
+
+PAIRED_SCORE_MAX = 20_000
+
+
 def _fit(
-    points_arr: np.ndarray,
-    widths: np.ndarray,
-    ends_arr: np.ndarray,
+    evidence: list[Echoes],
     forced: float | None,
     prefer: float = 0.0,
     subset: bool = False,
 ) -> ClockFit:
-    """`estimate_offset` on prepared arrays: `ends_arr` sorted, `points_arr` sorted.
+    """The offset most of the evidence agrees with, refined on its most precise kind.
 
-    `subset`: the points are one instance's, the ends every request's. Then a
+    `subset`: the points are one instance's, the anchors every request's. Then a
     one-to-one pairing is biased (the earliest free end within the tolerance
     is usually another instance's request, about a second early, and three
     refinements drifted 3 s), so the offset is refined on nearest ends instead.
     """
+    considered = sum(len(e.points) for e in evidence)
     if forced is not None:
-        matched, residual = _score(points_arr, widths, ends_arr, forced)
-        return ClockFit(forced, "forced", matched, len(points_arr), residual, zone_hint(forced))
-    if not len(ends_arr) or not len(points_arr):
-        return ClockFit(0.0, "assumed", 0, len(points_arr))
-    sample_p = points_arr[
-        np.linspace(0, len(points_arr) - 1, min(OFFSET_SAMPLE, len(points_arr))).astype(int)
-    ]
-    sample_e = ends_arr[
-        np.linspace(0, len(ends_arr) - 1, min(OFFSET_SAMPLE, len(ends_arr))).astype(int)
-    ]
-    diffs = (sample_p[:, None] - sample_e[None, :]).ravel()
-    diffs = diffs[np.abs(diffs) <= MAX_OFFSET_S]
-    bins, counts = np.unique(np.round(diffs), return_counts=True)
-    # load steps repeat, so several offsets can fit as well: prefer the one nearest `prefer`
-    candidates = set(bins[np.argsort(counts)[-12:]].tolist()) | {0.0, prefer}
-    # candidates are scored on an even sample of the records: ranks, not totals, decide
-    pick = np.linspace(0, len(points_arr) - 1, min(SCORE_SAMPLE, len(points_arr))).astype(int)
-    sample_points, sample_widths = points_arr[pick], widths[pick]
+        matched, residual = _score(evidence, forced)
+        return ClockFit(forced, "forced", matched, considered, residual, zone_hint(forced))
+    usable = [e for e in evidence if len(e.points) and len(e.anchors)]
+    if not usable:
+        return ClockFit(0.0, "assumed", 0, considered)
+    candidates = {0.0, prefer}.union(*(e.candidates() for e in usable))
 
-    def rank(c: float) -> tuple[int, float]:
-        return int(_fitting(sample_points, sample_widths, ends_arr, c).sum()), -abs(c - prefer)
+    def rank(c: float) -> tuple[float, float]:
+        return sum(e.agreeing(c) for e in usable), -abs(c - prefer)
 
-    # where the preferred offset fits every sampled record, no candidate can outrank it
+    # where the preferred offset is agreed by all the evidence, no candidate can outrank it
     at_prefer = rank(prefer)
-    best = prefer if at_prefer[0] == len(pick) else max(candidates, key=rank)
-    if widths.max() <= MATCH_TOLERANCE_S:
-        window_p, window_e = head_window(points_arr, ends_arr, best)
+    best = prefer if at_prefer[0] >= sum(e.most() for e in usable) else max(candidates, key=rank)
+    widths = np.concatenate([e.widths for e in usable])
+    gap = max(RIVAL_GAP_S, 2 * float(np.median(widths)) + 2 * MATCH_TOLERANCE_S)
+    rivals = [c for c in candidates if abs(c - best) > gap]
+    second = max(rivals, key=rank) if rivals else None
+    precise = [e for e in usable if e.widths.max() <= MATCH_TOLERANCE_S]
+    if precise:
+        finest = min(precise, key=lambda e: float(np.median(e.widths)))
+        # a record's true time is anywhere in [stamp, stamp + width]: pair on the middle
+        middles = finest.points + finest.widths / 2
+        window_p, window_a = head_window(middles, finest.anchors, best)
         for _ in range(3):  # refine on one-to-one pairs, not on nearest neighbours
             if subset:
-                best += float(np.median(_nearest(window_p, window_e, best)))
+                best += float(np.median(_nearest(window_p, window_a, best)))
             else:
-                best += paired_shift(window_p, window_e, best)
-    matched, residual = _score(points_arr, widths, ends_arr, best)
+                best += paired_shift(window_p, window_a, best)
+    matched, residual = _score(usable, best)
     if matched == 0:
-        return ClockFit(0.0, "assumed", 0, len(points_arr))
+        return ClockFit(0.0, "assumed", 0, considered)
+    second_paired = round(rank(second)[0]) if second is not None else 0
     return ClockFit(
-        round(best, 3), "estimated", matched, len(points_arr), residual, zone_hint(best)
+        round(best, 3),
+        "estimated",
+        matched,
+        considered,
+        residual,
+        zone_hint(best),
+        paired=round(rank(best)[0]),
+        second_offset_s=round(second, 3) if second_paired else None,
+        second_paired=second_paired,
     )
 
 
@@ -166,17 +266,19 @@ def _fitting(points: np.ndarray, widths: np.ndarray, ends: np.ndarray, offset: f
     return ok
 
 
-def _score(
-    points: np.ndarray, widths: np.ndarray, ends: np.ndarray, offset: float
-) -> tuple[int, float | None]:
-    """Records that fit a shifted request end, and their median distance to the nearest end."""
-    if not len(points) or not len(ends):
+def _score(evidence: list[Echoes], offset: float) -> tuple[int, float | None]:
+    """Records that fit a shifted anchor, and their median distance to the nearest one."""
+    matched, distances = 0, []
+    for e in evidence:
+        if not len(e.points) or not len(e.anchors):
+            continue
+        ok = _fitting(e.points, e.widths, e.anchors, offset)
+        matched += int(ok.sum())
+        if ok.any():
+            distances.append(np.abs(_nearest(e.points[ok], e.anchors, offset)))
+    if not matched:
         return 0, None
-    ok = _fitting(points, widths, ends, offset)
-    if not ok.any():
-        return 0, None
-    d = _nearest(points[ok], ends, offset)
-    return int(ok.sum()), float(np.median(np.abs(d)))
+    return matched, float(np.median(np.concatenate(distances)))
 
 
 INSTANCE_MIN_MATCHES = 5
@@ -205,9 +307,9 @@ def align_instances(
     for name in sorted(records["instance"].drop_nulls().unique().to_list()):
         points, widths = _record_points(records.filter(pl.col("instance") == name))
         if clock.method == "forced":
-            fits[name] = _fit(points, widths, ends, clock.offset_s)
+            fits[name] = _fit([Echoes(points, widths, ends)], clock.offset_s)
             continue
-        fit = _fit(points, widths, ends, None, prefer=clock.offset_s, subset=True)
+        fit = _fit([Echoes(points, widths, ends)], None, prefer=clock.offset_s, subset=True)
         fits[name] = fit
         at_common = int(_fitting(points, widths, ends, clock.offset_s).sum())
         # move an instance only when its own clock explains more of its records

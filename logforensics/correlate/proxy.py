@@ -18,10 +18,11 @@ import numpy as np
 import polars as pl
 
 from logforensics import model
-from logforensics.correlate.attribute import ID_PREFIX_RE, match_by_time
+from logforensics.correlate.attribute import match_by_time
 from logforensics.correlate.clock import ClockFit, estimate_offset, head_span
 from logforensics.correlate.pairing import pair_windows
 from logforensics.correlate.records import (
+    ID_PREFIX_RE,
     INFERENCE_PATH_RE,
     MATCH_TOLERANCE_S,
     inference_records,

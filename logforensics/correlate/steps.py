@@ -49,8 +49,10 @@ def upstream_name() -> pl.Expr:
 def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
     """One dict per step (warm-up first, marked), in the JSON contract's shape.
 
-    `per_instance` counts what the instance logs saw; `per_upstream` what the
-    proxy's log says it delivered to each upstream — a second witness.
+    `per_instance` counts every request of the step that reached the instance,
+    failed or not, by the strongest witness (`reach.decide_reach`);
+    `per_upstream` what the proxy's log alone says it delivered to each
+    upstream — a second witness.
     """
     if client.is_empty():
         return []
@@ -88,7 +90,7 @@ def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
             pl.col("latency_s").filter(pl.col("ok")).max().alias("ok_span_s"),
             pl.col("timeout_s").max().alias("timeout_s"),
             pl.col("rest_before_s").min().alias("rest_before_s"),
-            *[(pl.col("instance") == name).sum().alias(f"@{name}") for name in instances],
+            *[(pl.col("reached_instance") == name).sum().alias(f"@{name}") for name in instances],
             *[
                 ((upstream_name() == name) & (pl.col("proxy_delivery") == "reached"))
                 .sum()
