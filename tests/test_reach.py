@@ -1,0 +1,170 @@
+"""Reach on real recordings: every witness, and nothing claimed that a witness does not prove.
+
+Incidents from ../shared/corpus (real vLLM 0.32 behind real nginx/HAProxy):
+kv-tiny's five client timeouts were aborted by the engines (nginx 499 with an
+upstream, vLLM ``Aborted request(s)``); crash-midtest's instance-2 was killed
+with six requests inside it (its log just stops), and nginx refused the next
+eight (``connect() failed (111: Connection refused)``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import polars as pl
+import pytest
+
+from logforensics.analysis import analyze
+from logforensics.correlate.proxy import map_by_address
+from tests.corpus import truth, variant
+
+LIFECYCLE = re.compile(r"Received request|Added request|Aborted request|Request \S+ aborted")
+
+
+def steps(got: dict) -> list[dict]:
+    return [r for r in got["runs"] if not r["warmup"]]
+
+
+def test_client_timeouts_the_engines_aborted_reached_them(tmp_path):
+    a = analyze([variant("kv-tiny", tmp_path)])
+    failed = a.requests.filter(~pl.col("ok") & ~pl.col("warmup"))
+    assert failed.height == 5
+    assert failed["reach"].to_list() == ["reached"] * 5
+    assert set(failed["reach_witness"]) == {"engine_lifecycle"}
+    # each holds its engine's lines: received, added, and the abort
+    assert all(len(sources) >= 3 for sources in failed["engine_sources"].to_list())
+    want = truth("kv-tiny")["steps"]
+    assert [s["per_instance"] for s in steps(a.to_dict())] == [s["per_instance"] for s in want]
+
+
+def test_requests_inside_an_instance_when_it_died_reached_it(tmp_path):
+    a = analyze([variant("crash-midtest", tmp_path)])
+    failed = a.requests.filter(~pl.col("ok") & ~pl.col("warmup"))
+    in_flight = failed.filter(pl.col("step") == 12)
+    assert in_flight["reached_instance"].to_list() == ["instance-2"] * 6
+    assert set(in_flight["match_key"]) == {"engine_lifecycle"}
+    refused = failed.filter(pl.col("step") == 16)
+    assert refused["reach"].to_list() == ["unreached"] * 8
+    assert set(refused["reach_witness"]) == {"proxy"}
+
+
+def test_without_request_logging_an_abandoned_request_proves_nothing(tmp_path):
+    """The same timeouts, with vLLM's request logging off and no proxy log: no instance
+    line can show them, and the engines were busy, so "never reached" is not claimed."""
+    strip = lambda text: "".join(  # noqa: E731
+        line for line in text.splitlines(keepends=True) if not LIFECYCLE.search(line)
+    )
+    folder = variant(
+        "kv-tiny",
+        tmp_path / "kv",
+        drop={"nginx-access.log", "nginx-error.log"},
+        rewrite={"instance-1.log": strip, "instance-2.log": strip},
+    )
+    got = analyze([folder]).to_dict()
+    assert got["totals"]["failed"] == 5
+    assert got["totals"]["unreached"] == 0
+    assert got["totals"]["unknown"] == 5
+
+
+def test_the_proxy_alone_proves_a_refusal(tmp_path):
+    """crash-midtest without instance-2's log: the refused eight stay unreached (nginx's own
+    line proves it), and nothing is claimed about the six that died inside instance-2."""
+    folder = variant("crash-midtest", tmp_path / "c", drop={"instance-2.log", "metrics-8002.txt"})
+    a = analyze([folder])
+    failed = a.requests.filter(~pl.col("ok") & ~pl.col("warmup"))
+    assert failed.filter(pl.col("step") == 16)["reach"].to_list() == ["unreached"] * 8
+    died = failed.filter(pl.col("step") == 12)
+    assert died["reach"].to_list() == ["reached"] * 6  # nginx: connected, then premature close
+    assert set(died["reach_witness"]) == {"proxy"}
+
+
+def test_a_metrics_scrape_is_never_an_instance(tmp_path):
+    got = analyze([variant("haproxy-queue", tmp_path)]).to_dict()
+    assert [i["name"] for i in got["instances"]] == ["instance-1", "instance-2"]
+    for run in got["runs"]:
+        assert set(run["per_instance"]) == {"instance-1", "instance-2"}
+
+
+def test_upstreams_map_to_the_address_an_instance_announces():
+    """vLLM's start-up line names where it listens; the proxy names the same host:port."""
+    addresses = {
+        "instance-1": ["http://127.0.0.1:8001"],  # Starting vLLM server on http://127.0.0.1:8001
+        "instance-2": ["http://0.0.0.0:8002"],  # --host 0.0.0.0
+        "gpu-a": ["http://0.0.0.0:8000"],
+        "gpu-b": ["http://0.0.0.0:8000"],
+    }
+    mapped = map_by_address(
+        ["127.0.0.1:8001", "10.0.0.7:8002", "10.0.0.8:8000", "vllm_backend/vllm1", "pool"],
+        addresses,
+        {"vllm_backend/vllm1": "127.0.0.1:8001"},  # HAProxy: server vllm1 127.0.0.1:8001
+    )
+    # vllm1 and 127.0.0.1:8001 both claim instance-1: contradictory, neither is taken
+    assert mapped == {"10.0.0.7:8002": "instance-2"}
+    assert map_by_address(["127.0.0.1:8001"], addresses, {}) == {"127.0.0.1:8001": "instance-1"}
+
+
+def test_the_same_counts_as_the_truth_on_every_incident_in_the_corpus(tmp_path):
+    """A fast, in-process version of `make validate`'s counts (its CLI run scores the verdict)."""
+    for name in ("kv-tiny", "crash-midtest", "haproxy-queue", "compute-loadtest"):
+        got = analyze([variant(name, tmp_path / name)]).to_dict()
+        want = truth(name)
+        assert [
+            (s["sent"], s["ok"], s["failed"], s["unreached"], s["per_instance"])
+            for s in want["steps"]
+        ] == [
+            (s["sent"], s["succeeded"], s["failed"], s["unreached"], s["per_instance"])
+            for s in steps(got)
+        ], name
+        assert json.dumps(got["totals"]["unknown"]) == "0", name
+
+
+def shift_client(seconds: float, keep: set[int] | None = None):
+    """client.jsonl with every time moved by `seconds` (and only the `keep` indexes)."""
+    import datetime as dt
+
+    def rewrite(text: str) -> str:
+        out = []
+        for line in text.splitlines():
+            record = json.loads(line)
+            if keep is not None and record["index"] not in keep:
+                continue
+            for key in ("start", "end"):
+                moved = dt.datetime.fromisoformat(record[key]) + dt.timedelta(seconds=seconds)
+                record[key] = moved.isoformat(timespec="milliseconds")
+            record.pop("response_id")  # no id to join on: the clock alone places them
+            out.append(json.dumps(record))
+        return "\n".join(out) + "\n"
+
+    return rewrite
+
+
+@pytest.mark.parametrize("incident", ["crash-midtest", "kv-tiny"])
+def test_a_whole_hour_zone_error_plus_seconds_of_skew_is_recovered(tmp_path, incident):
+    """The client's clock 9 h 3.2 s ahead (KST read as UTC, plus drift); the proxy log left
+    out so only the instances' coarse access lines and 1-s arrival lines speak. kv-tiny's
+    five failures all end at the same instant (the client's 120 s timeout)."""
+    for name, shift in (("plus", 9 * 3600 + 3.2), ("minus", -5 * 3600 - 0.7), ("skew", 2.5)):
+        folder = variant(
+            incident,
+            tmp_path / name,
+            drop={"nginx-access.log", "nginx-error.log"},
+            rewrite={"client.jsonl": shift_client(shift)},
+        )
+        clock = analyze([folder]).to_dict()["clock"]
+        assert abs(clock["offset_s"] + shift) <= 1.5, (name, clock)
+        assert not clock["ambiguous"], (name, clock)
+        assert (clock["zone_hint"] is not None) == (abs(shift) > 3600)
+
+
+def test_few_requests_leave_the_clock_ambiguous(tmp_path):
+    """Three requests of one burst, 9 h off: every burst of the test fits them as well."""
+    folder = variant(
+        "crash-midtest",
+        tmp_path / "few",
+        drop={"nginx-access.log", "nginx-error.log"},
+        rewrite={"client.jsonl": shift_client(9 * 3600 + 3.2, keep={5, 6, 7})},
+    )
+    got = analyze([folder]).to_dict()
+    assert got["clock"]["ambiguous"] and got["clock"]["second"] is not None
+    assert any(f["kind"] == "clock_ambiguous" for f in got["findings"])
