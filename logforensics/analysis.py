@@ -317,6 +317,9 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     if aligned is not tables:  # an instance was moved onto the common clock
         tables, records = aligned, inference_records(aligned["server_requests"])
     requests = attribute.attribute(client, tables["server_requests"], offset, records)
+    tables["proxy_requests"] = proxy.with_error_log_delivery(
+        tables["proxy_requests"], tables["proxy_events"]
+    )
     upstreams = proxy.map_upstreams(
         tables["proxy_requests"], tables["server_requests"], options.upstreams, records
     )

@@ -168,3 +168,27 @@ def test_few_requests_leave_the_clock_ambiguous(tmp_path):
     got = analyze([folder]).to_dict()
     assert got["clock"]["ambiguous"] and got["clock"]["second"] is not None
     assert any(f["kind"] == "clock_ambiguous" for f in got["findings"])
+
+
+def test_nginx_error_log_decides_what_a_plain_access_line_leaves_open(tmp_path):
+    """Without $upstream_connect_time a 502 says nothing of delivery; the error line of the same
+    failure does: "prematurely closed" (reached) or "connect() failed (111" (refused)."""
+    no_connect_time = lambda text: re.sub(r' uct="[^"]*"', "", text)  # noqa: E731
+    folder = variant(
+        "crash-midtest",
+        tmp_path / "c",
+        drop={"instance-2.log", "metrics-8002.txt"},
+        rewrite={"nginx-access.log": no_connect_time},
+    )
+    a = analyze([folder])
+    failed = a.requests.filter(~pl.col("ok") & ~pl.col("warmup"))
+    assert failed.filter(pl.col("step") == 12)["proxy_delivery"].to_list() == ["reached"] * 6
+    assert failed.filter(pl.col("step") == 16)["proxy_delivery"].to_list() == ["refused"] * 8
+    alone = variant(
+        "crash-midtest",
+        tmp_path / "alone",
+        drop={"instance-2.log", "metrics-8002.txt", "nginx-error.log"},
+        rewrite={"nginx-access.log": no_connect_time},
+    )
+    failed = analyze([alone]).requests.filter(~pl.col("ok") & ~pl.col("warmup"))
+    assert set(failed["proxy_delivery"]) == {"unknown"}

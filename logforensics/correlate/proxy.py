@@ -11,6 +11,7 @@ it *delivered* reached its upstream even where that instance's log is missing.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass
 
@@ -108,6 +109,66 @@ def _windows_by(frame: pl.DataFrame, key: str) -> dict[str, tuple[np.ndarray, np
         name: (part["lo"].to_numpy(), (part["lo"] + part["width"]).to_numpy())
         for (name,), part in parts.items()
     }
+
+
+# What an nginx error-log line says of the request its access line left open
+# (nginx 1.22 ngx_http_upstream.c; the layouts without $upstream_connect_time
+# cannot tell a refused connect from a dropped answer by the access line alone).
+ERROR_LOG_DELIVERY = {
+    "conn_refused": "refused",  # connect() failed (111: Connection refused)
+    "conn_failed": "refused",  # connect() failed (113: No route to host), …
+    "no_live_upstream": "refused",  # no live upstreams while connecting to upstream
+    "timeout": "reached",  # upstream timed out … while reading response header
+    "upstream_closed": "reached",  # upstream prematurely closed connection
+    "conn_reset": "reached",  # recv() failed (104: Connection reset by peer) while reading
+    "upstream_error": "reached",  # upstream sent invalid header / too big header
+}
+ERROR_LOG_WINDOW_S = 2.0  # an error line and the access line of the same failure, whole seconds
+
+
+def with_error_log_delivery(proxy: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+    """Access lines whose delivery was left open, decided by the error line of the same failure.
+
+    The error line names the upstream and is written when nginx gives up on it;
+    the access line, at the end of the request, names the same upstream with a
+    5xx. Each open access line takes the nearest error line for its upstream.
+    """
+    decisive = events.filter(pl.col("kind").is_in(list(ERROR_LOG_DELIVERY)))
+    open_lines = (pl.col("delivery") == "unknown") & (pl.col("http_status") >= 500)
+    if decisive.is_empty() or proxy.filter(open_lines).is_empty():
+        return proxy
+    said = (
+        decisive.filter(pl.col("upstream").is_not_null())
+        .select(
+            pl.col("upstream").alias("_address"),
+            pl.col("at").alias("_error_at"),
+            pl.col("kind").replace_strict(ERROR_LOG_DELIVERY).alias("_said"),
+        )
+        .sort("_error_at")
+    )
+    rows = proxy.with_row_index("_i")
+    candidates = (
+        rows.filter(open_lines)
+        .select(
+            "_i",
+            last_upstream(pl.col("upstream")).alias("_address"),
+            pl.col("at").alias("_error_at"),
+        )
+        .sort("_error_at")
+        .join_asof(
+            said,
+            on="_error_at",
+            by="_address",
+            strategy="nearest",
+            tolerance=dt.timedelta(seconds=ERROR_LOG_WINDOW_S),
+            check_sortedness=False,
+        )
+        .select("_i", "_said")
+    )
+    decided = rows.join(candidates, on="_i", how="left", maintain_order="left")
+    return decided.with_columns(
+        pl.coalesce(pl.col("_said"), pl.col("delivery")).alias("delivery")
+    ).drop("_i", "_said")
 
 
 def host_port(address: str) -> tuple[str, str] | None:
