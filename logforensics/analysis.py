@@ -103,6 +103,7 @@ class Analysis:
             "failed": int((~m["ok"]).sum()) if m.height else 0,
             "unreached": int((m["reach"] == "unreached").sum()) if m.height else 0,
             "unknown": int((m["reach"] == "unknown").sum()) if m.height else 0,
+            "outcome_unknown": int(m["ok"].is_null().sum()) if m.height else 0,
         }
 
     def instance_shares(self) -> list[dict]:

@@ -455,7 +455,14 @@ def test_end_to_end_aiperf_results_and_an_instance_log(tmp_path):
     shutil.copy(DATA / "aiperf_profile_export.jsonl", folder / "profile_export.jsonl")
     (folder / "gpu-0.log").write_text(INSTANCE_LOG)
     got = analyze([folder]).to_dict()
-    assert got["totals"] == {"sent": 3, "succeeded": 2, "failed": 1, "unreached": 1, "unknown": 0}
+    assert got["totals"] == {
+        "sent": 3,
+        "succeeded": 2,
+        "failed": 1,
+        "unreached": 1,
+        "unknown": 0,
+        "outcome_unknown": 0,
+    }
     assert got["instances"] == [{"name": "gpu-0", "requests": 2, "share": 1.0}]
     measured = [r for r in got["runs"] if not r["warmup"]]
     assert sum(r["per_instance"]["gpu-0"] for r in measured) == 2

@@ -71,13 +71,18 @@ def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
     client = client.with_columns(
         pl.when(pl.col("warmup")).then(0).otherwise(pl.col("step")).alias("step")
     )
+    configured = (
+        pl.col("concurrency").max() if "concurrency" in client.columns else pl.lit(None)
+    ).alias("configured")
     stats = (
-        client.group_by("step")
+        client.group_by("run", "step")
         .agg(
             pl.col("warmup").all().alias("warmup"),
+            configured,
             pl.len().alias("sent"),
             pl.col("ok").sum().alias("succeeded"),
             (~pl.col("ok")).sum().alias("failed"),
+            pl.col("ok").is_null().sum().alias("outcome_unknown"),
             (pl.col("reach") == "unreached").sum().alias("unreached"),
             (pl.col("reach") == "unknown").sum().alias("unknown"),
             pl.col("started_at").min().alias("started_at"),
@@ -98,25 +103,28 @@ def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
                 for name in upstreams
             ],
         )
-        .sort("step")
+        .sort("started_at", "step", nulls_last=True)
     )
     runs = []
-    pending_until = None
+    pending_until: dict = {}  # per tester's run: when its last request so far ended
     for row in stats.iter_rows(named=True):
         per_instance = {name: row.pop(f"@{name}") for name in instances}
         per_upstream = {name: row.pop(f"^{name}") for name in upstreams}
         started, ended = row["started_at"], row["ended_at"]
         overlap = None
-        if pending_until is not None and started is not None and started < pending_until:
-            overlap = round((pending_until - started).total_seconds(), 3)
+        pending = pending_until.get(row["run"])
+        if pending is not None and started is not None and started < pending:
+            overlap = round((pending - started).total_seconds(), 3)
         if ended is not None:
-            pending_until = max(pending_until, ended) if pending_until else ended
+            pending_until[row["run"]] = max(pending, ended) if pending else ended
         span = row.pop("ok_span_s")
         tokens = row.pop("output_tokens")
         run = {
             "index": row["step"],
+            "run": row["run"],
             "warmup": row["warmup"],
-            "concurrency": row["sent"],
+            # what the tester ran where it says so, else the requests the step sent together
+            "concurrency": row["configured"] if row["configured"] is not None else row["sent"],
             **{
                 k: row[k]
                 for k in (
@@ -127,6 +135,7 @@ def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
                     "failed",
                     "unreached",
                     "unknown",
+                    "outcome_unknown",
                 )
             },
             "per_instance": per_instance,
