@@ -17,7 +17,7 @@ import polars as pl
 from logforensics import correlate, proxyside, runs
 from logforensics.diagnose import Thresholds, Verdict, diagnose
 from logforensics.ingest import InputError, ParseContext, SourceFile
-from logforensics.inputs import InputFile, Inputs, expand, load
+from logforensics.ingest.inputs import InputFile, Inputs, expand, load
 
 JSON_FORMAT_VERSION = 3
 CAPPED_MIN_STEPS = 3  # an instance's count fixed across this many steps...

@@ -12,7 +12,7 @@ import datetime as dt
 from pathlib import Path
 
 from logforensics.ingest import ParseContext
-from logforensics.inputs import InputFile, load
+from logforensics.ingest.inputs import InputFile, load
 
 
 def _iso(value) -> str | None:

@@ -164,7 +164,7 @@ def test_forced_upstream_mapping_names_the_lost_instance():
 def test_an_address_two_instances_keep_time_with_is_not_guessed(tmp_path):
     from logforensics import proxyside
     from logforensics.ingest import ParseContext
-    from logforensics.inputs import load
+    from logforensics.ingest.inputs import load
 
     # gpu-b's log restored with the same timing as gpu-a: timing cannot tell them apart
     folder = tmp_path / "b"

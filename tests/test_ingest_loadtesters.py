@@ -1,4 +1,4 @@
-"""Load testers' own result files → client_requests (logforensics/ingest/loadtesters.py).
+"""Load testers' own result files → client_requests (logforensics/ingest/testers/).
 
 Where each sample in tests/data/loadtesters/ takes its shape from (key names,
 key order, nesting, units, clocks, how the file is written):

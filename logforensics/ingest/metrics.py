@@ -37,7 +37,8 @@ import polars as pl
 
 from logforensics import timeparse
 from logforensics.ingest import register_file_format
-from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, SourceFile, source_expr
+from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, SourceFile
+from logforensics.ingest.toolkit import source_expr
 
 SCRAPED_AT_RE = r"^#\s*(?:scraped[ _]at|scrape[ _]time|timestamp)\s*[:=]?\s*(?P<when>\S.*?)\s*$"
 SAMPLE_RE = (
@@ -80,6 +81,7 @@ def _is_exposition(head: list[str]) -> bool:
 @register_file_format
 class PrometheusScrape(FileFormat):
     name = "prometheus_scrape"
+    priority = 30
     role = "server"
 
     def sniff(self, head: list[str]) -> bool:

@@ -22,7 +22,7 @@ nginx side-car). Each line first loses its runtime prefixes, outermost first:
   ``(VllmWorker rank=0 pid=…) ``, Ray's ``(RayWorkerVllm pid=…) ``;
 * vLLM's own ``INFO 02-24 06:16:03 [file.py:12] `` stamp (kept as `level`).
 
-Then every registered line format, in its `order`, takes the lines it
+Then every registered line format, in its `priority`, takes the lines it
 recognises. Whatever none takes is counted as unparsed and shown in the
 report, so ``parsed + noise + unparsed == lines`` always holds.
 """
@@ -34,11 +34,7 @@ import re
 import polars as pl
 
 from logforensics import timeparse
-from logforensics.ingest import (
-    LINE_FORMATS,
-    metrics,  # noqa: F401  (registers prometheus_scrape, sniffed before the log formats)
-    register_file_format,
-)
+from logforensics.ingest import LINE_FORMATS, register_file_format
 from logforensics.ingest.base import (
     UNPARSED_EXAMPLES,
     FileFormat,
@@ -257,8 +253,8 @@ def split_prefixes(
 
 
 def ordered_line_formats() -> list[LineFormat]:
-    """Line formats in claim order: by `order`, then by registration."""
-    return sorted(LINE_FORMATS.values(), key=lambda fmt: getattr(fmt, "order", 50))
+    """Line formats in claim order (the registry keeps them by priority)."""
+    return list(LINE_FORMATS.values())
 
 
 def parse_lines(source: SourceFile, ctx: ParseContext, role: str = "server") -> ParseResult:
@@ -379,6 +375,7 @@ class ProxyLog(FileFormat):
     """
 
     name = "proxy_log"
+    priority = 40
     role = "proxy"
 
     def sniff(self, head: list[str]) -> bool:
@@ -402,6 +399,7 @@ class ServerLog(FileFormat):
     """Any text log in which at least one registered line format recognises lines."""
 
     name = "server_log"
+    priority = 41
     role = "server"
 
     def sniff(self, head: list[str]) -> bool:
@@ -410,7 +408,3 @@ class ServerLog(FileFormat):
 
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
         return parse_lines(source, ctx)
-
-
-# Registers the line formats (their modules register in this order).
-from logforensics.ingest import enginelogs, lineformats, proxylogs  # noqa: E402,F401

@@ -1,0 +1,197 @@
+"""vLLM's own lines: stats, request lifecycle, memory pressure.
+
+Each format's text was taken from the real software's source:
+
+* stats: vLLM ``vllm/engine/metrics.py`` (V0 ``LoggingStatLogger``: ``Running: %d
+  reqs, Swapped: %d reqs, Pending: %d reqs, GPU KV cache usage: %.1f%%, CPU KV
+  cache usage: %.1f%%``), ``vllm/v1/metrics/loggers.py`` @ 005a810b (V1: ``Engine
+  %03d: Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f
+  tokens/s, Running: %d reqs, Waiting: %d reqs, GPU KV cache usage: %.1f%%,
+  Prefix cache hit rate: %.1f%%``) and the newest ``log_parts`` form (optional
+  ``Deferred: %d reqs``, ``Preemptions: %d``, ``Corrupted: %d reqs``,
+  ``External prefix cache hit rate: %.1f%%``, ``MM cache hit rate: %.1f%%``;
+  ``N Engines Aggregated:`` prefix). Fields are read one by one, so inserted
+  or dropped fields in other versions do not break the line. ``SpecDecoding
+  metrics:`` lines (``vllm/v1/spec_decode/metrics.py``) and V0's second
+  ``Prefix cache hit rate: GPU: …, CPU: …`` line are noise, not stats.
+* lifecycle: vLLM ``vllm/entrypoints/logger.py`` (old ``Received request %s:
+  prompt: %r, params: ...``; new ``Received request %s: params: %s,
+  lora_request: %s.``), ``Added request %s.``, ``Finished request %s.``,
+  ``Aborted request %s.`` and the newer V1 ``Aborted request(s) %s.`` with the
+  ids comma-joined (one row per id).
+* pressure: V0 ``vllm/core/scheduler.py`` (``Sequence group %s is preempted by
+  %s mode because there is not enough KV cache space``), PyTorch's CUDA OOM
+  message (both wordings, ``capacty`` misspelling too), vLLM's engine-death
+  messages (``EngineDeadError``, ``EngineCore encountered a fatal error``,
+  ``Background loop is not running``, ``Engine loop is not running``), SGLang's
+  ``KV cache pool is full. Retract requests.`` (``scheduler.py``).
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from logforensics.ingest import register_line_format
+from logforensics.ingest.base import (
+    Claim,
+    SourceFile,
+)
+from logforensics.ingest.toolkit import (
+    RegexLineFormat,
+    first_kind,
+    msg_number,
+    source_expr,
+)
+
+SPEC_DECODE_RE = r"SpecDecoding metrics: |^Prefix cache hit rate: GPU: "
+
+
+@register_line_format
+class VllmStats(RegexLineFormat):
+    name = "vllm_stats"
+    priority = 10
+    pattern = r"Running: \d+ reqs"
+
+    def sniff(self, bodies: list[str]) -> bool:
+        return super().sniff(bodies) or any(re.search(SPEC_DECODE_RE, b) for b in bodies if b)
+
+    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
+        hits = self.matching(lines)
+        gpu_kv = msg_number(r"GPU KV cache usage: ([\d.]+)%")
+        cpu_kv = msg_number(r"CPU KV cache usage: ([\d.]+)%")
+        v0_layout = pl.col("msg").str.contains(r"Swapped: \d+ reqs")
+        src = source_expr(source.display).alias("source")
+        stats = hits.select(
+            "instance",
+            "at",
+            msg_number(r"Running: (\d+) reqs", pl.Int64).alias("running"),
+            pl.coalesce(
+                msg_number(r"Waiting: (\d+) reqs", pl.Int64),
+                msg_number(r"Pending: (\d+) reqs", pl.Int64),
+            ).alias("waiting"),
+            msg_number(r"Swapped: (\d+) reqs", pl.Int64).alias("swapped"),
+            # A CPU build's V1 line names its only KV cache "CPU KV cache usage":
+            # that is the device cache, so it stands in for the GPU's.
+            pl.when(gpu_kv.is_null() & ~v0_layout)
+            .then(cpu_kv)
+            .otherwise(gpu_kv)
+            .alias("gpu_kv_pct"),
+            pl.when(v0_layout).then(cpu_kv).alias("cpu_kv_pct"),
+            msg_number(r"Avg prompt throughput: ([\d.]+) tokens/s").alias("prompt_tps"),
+            msg_number(r"Avg generation throughput: ([\d.]+) tokens/s").alias("gen_tps"),
+            # not "External prefix cache hit rate" (a KV connector's), not V0's "GPU: …" line
+            msg_number(r"(?:^|[^\w ])\s*Prefix cache hit rate: ([\d.]+)%").alias("prefix_hit_pct"),
+            src,
+        )
+        # "Preemptions: N" is printed only when N > 0: N requests preempted this interval.
+        preempted = hits.with_columns(
+            msg_number(r"Preemptions: (\d+)", pl.Int64).alias("_n")
+        ).filter(pl.col("_n") > 0)
+        events = preempted.select(
+            "instance",
+            "at",
+            pl.lit("preempted").alias("kind"),
+            pl.format("{} preemption(s) in the stats interval (stats line)", pl.col("_n")).alias(
+                "detail"
+            ),
+            src,
+        )
+        noise = lines.filter(pl.col("msg").str.contains(SPEC_DECODE_RE))["line_no"]
+        return Claim(
+            records=hits["line_no"],
+            noise=noise,
+            tables={"engine_stats": stats, "engine_events": events},
+        )
+
+
+UVICORN_ACCESS_RE = (
+    r'^(?:INFO|WARNING|ERROR|DEBUG):\s+(?P<peer>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) '
+    r'HTTP/[\d.]+" (?P<status>\d{3})\b'
+)
+
+
+# The seed's prompts end in "({i})"; `logforensics loadtest` writes "[lf-...]".
+PROMPT_MARKER_RE = r"(\[lf-[\w.-]+\]|\(\d+\))"
+LIFECYCLE_RE = r"\b(?:Received|Added|Finished|Aborted) request(?:\(s\))? (\S+?)[:.,]?(?:\s|$)"
+
+
+@register_line_format
+class VllmLifecycle(RegexLineFormat):
+    name = "vllm_lifecycle"
+    priority = 12
+    pattern = LIFECYCLE_RE
+
+    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
+        hits = self.matching(lines)
+        msg = pl.col("msg")
+        verb = msg.str.extract(r"\b(Received|Added|Finished|Aborted) request", 1)
+        prompt = msg.str.extract(r"prompt: (.*?), params:", 1)
+        # "Aborted request(s) a,b,c." names several (external) ids: one row each.
+        many = msg.str.extract(r"\bAborted request\(s\) (\S+)", 1).str.strip_suffix(".")
+        one = msg.str.extract(self.pattern, 1)
+        rows = (
+            hits.select(
+                "instance",
+                "at",
+                "at_precision_s",
+                verb.replace_strict(
+                    {
+                        "Received": "received",
+                        "Added": "received",
+                        "Finished": "finished",
+                        "Aborted": "aborted",
+                    },
+                    default=None,
+                ).alias("event"),
+                pl.when(many.is_not_null())
+                .then(many.str.split(","))
+                .otherwise(pl.concat_list(one))
+                .alias("request_id"),
+                prompt.str.extract(PROMPT_MARKER_RE, 1).alias("prompt_marker"),
+                source_expr(source.display).alias("source"),
+            )
+            .explode("request_id")
+            .filter(pl.col("request_id").str.len_chars() > 0)
+        )
+        return Claim(records=hits["line_no"], tables={"server_requests": rows})
+
+
+ENGINE_PRESSURE = {
+    "preempted": (
+        r"preempted by PreemptionMode|[Pp]reempt(?:ed|ing) request"
+        r"|KV cache pool is full\. Retract requests"
+    ),
+    "kv_full": (
+        r"All KV cache blocks are full|KV cache exhausted|No available (?:KV cache )?blocks"
+        r"|No available memory for the cache blocks"
+        r"|larger than the maximum number of tokens that can be stored in KV cache"
+    ),
+    "oom": r"CUDA out of memory|OutOfMemoryError|total capac(?:i)?ty of [\d.]+ [KMGT]iB",
+    "engine_dead": (
+        r"EngineDeadError|Engine loop is not running|Background loop is not running"
+        r"|engine core .*died|EngineCore .*failed|EngineCore encountered"
+    ),
+    "queue_timeout": r"Request timeout after \d+s",
+}
+
+
+@register_line_format
+class VllmPressure(RegexLineFormat):
+    """Lines that say the engine ran short of memory, preempted, or died."""
+
+    name = "vllm_pressure"
+    priority = 14
+    pattern = "|".join(f"(?:{rx})" for rx in ENGINE_PRESSURE.values())
+
+    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
+        hits = self.matching(lines)
+        rows = hits.select(
+            "instance",
+            "at",
+            first_kind(ENGINE_PRESSURE, pl.col("msg")).alias("kind"),
+            pl.col("msg").str.slice(0, 300).alias("detail"),
+            source_expr(source.display).alias("source"),
+        )
+        return Claim(records=hits["line_no"], tables={"engine_events": rows})

@@ -1,0 +1,145 @@
+"""HAProxy ``option httplog`` lines. Exact text, from the project's source:
+
+* HAProxy ``doc/configuration.txt`` §8.2.3 (HTTP log format) and §8.5
+  (termination states);
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from logforensics.ingest import register_line_format
+from logforensics.ingest.base import (
+    Claim,
+    SourceFile,
+)
+from logforensics.ingest.toolkit import (
+    ProxyLineFormat,
+    file_tz,
+    first_kind,
+    format_text,
+    ms_duration,
+    naive_time,
+    proxy_failures,
+    proxy_rows,
+)
+
+# ---------------------------------------------------------------------- HAProxy
+
+HAPROXY_RE = (
+    r"^(?:[\w.-]+\[\d+\]: )?(?P<client>\S+):(?P<cport>\d+) "
+    r"\[(?P<accept>\d{2}/\w{3}/\d{4}:\d{2}:\d{2}:\d{2}(?:\.\d{3})?)\] "
+    r"(?P<frontend>\S+) (?P<backend>[^/\s]+)/(?P<server>\S+) "
+    r"(?P<TR>-?\d+)/(?P<Tw>-?\d+)/(?P<Tc>-?\d+)/(?P<Tr>-?\d+)/(?P<Ta>\+?-?\d+) +"
+    r"(?P<status>-?\d+) (?P<bytes>\+?\d+) (?P<reqcookie>\S+) (?P<rescookie>\S+) (?P<term>\S{4}) "
+    r"(?P<ac>\d+)/(?P<fc>\d+)/(?P<bc>\d+)/(?P<sc>\d+)/(?P<retries>\+?\d+) (?P<sq>\d+)/(?P<bq>\d+)"
+    r'(?: \{[^}]*\})*(?: "(?P<request>[^"]*)")?'
+)
+# Termination state, first two characters (configuration.txt §8.5).
+HAPROXY_KINDS = {
+    "timeout": r"^s[CHD]",
+    "queue_timeout": r"^sQ",
+    "conn_refused": r"^SC",
+    "upstream_closed": r"^S[HD]",
+    "proxy_rejected": r"^P",
+    "resource": r"^R",
+    "internal": r"^I",
+    "server_down": r"^D",
+}
+
+
+@register_line_format
+class HaproxyHttp(ProxyLineFormat):
+    """HAProxy's ``option httplog`` line (syslog or ``log stdout``).
+
+    `at` = accept date (local time, no zone: the server zone) + Ta (ms).
+    ``<NOSRV>`` or a session that ended while waiting for the request, in the
+    queue, or while connecting (state ``?R``, ``?Q``, ``?C``; Tc = -1) never
+    reached a server; ended in the headers or data phase (``?H``, ``?D``,
+    ``?L``) or normally, it did. A normal end with a server, or any end in
+    the data phase, passes the server's status; otherwise HAProxy produced
+    it (`status_origin` = proxy). Events: ``sH``/``sC``/``sD`` timeout,
+    ``SC`` refused, ``SH``/``SD`` upstream closed, ``sQ`` queue timeout,
+    ``<NOSRV>`` 503 no live upstream, ``P?`` rejected by the proxy.
+    """
+
+    name = "haproxy_http"
+    priority = 32
+    pattern = HAPROXY_RE
+
+    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
+        hits = self.parsed(lines, HAPROXY_RE)
+        term = pl.col("term")
+        cause, phase = term.str.slice(0, 1), term.str.slice(1, 1)
+        nosrv = pl.col("server") == "<NOSRV>"
+        status = pl.col("status").cast(pl.Int64, strict=False)
+        ta = pl.col("Ta").str.strip_prefix("+").cast(pl.Float64, strict=False)
+        tr = pl.col("Tr").cast(pl.Float64, strict=False)
+        tc = pl.col("Tc").cast(pl.Int64, strict=False)
+        accept = pl.col("accept")
+        frame = hits.with_columns(accept.alias("_acc"))
+        frame = frame.with_columns(
+            (
+                pl.coalesce(
+                    naive_time("_acc", "%d/%b/%Y:%H:%M:%S%.f", file_tz(lines)),
+                    naive_time("_acc", "%d/%b/%Y:%H:%M:%S", file_tz(lines)),
+                    pl.col("at"),
+                )
+                + ms_duration(pl.when(ta >= 0).then(ta).otherwise(0.0))
+            ).alias("at"),
+            pl.when(status > 0).then(status).alias("http_status"),
+            pl.when(nosrv)
+            .then(pl.col("backend"))
+            .otherwise(format_text("{}/{}", pl.col("backend"), pl.col("server")))
+            .alias("upstream"),
+            pl.when(phase.is_in(["D", "L"]) | ((cause == "-") & ~nosrv))
+            .then(pl.lit("upstream"))
+            .when(cause.is_in(["C", "c"]) & ~nosrv)
+            .then(pl.lit("unknown"))
+            .otherwise(pl.lit("proxy"))
+            .alias("status_origin"),
+            pl.when(nosrv | phase.is_in(["R", "Q", "C", "T"]) | (tc == -1))
+            .then(pl.lit("refused"))
+            .when(phase.is_in(["H", "D", "L", "-"]))
+            .then(pl.lit("reached"))
+            .otherwise(pl.lit("unknown"))
+            .alias("delivery"),
+            (ta / 1000).alias("request_time_s"),
+            pl.when(tr >= 0).then(tr / 1000).alias("upstream_time_s"),
+            pl.col("request").str.extract(r"^([A-Z]+) ", 1).alias("method"),
+            pl.col("request").str.extract(r"^[A-Z]+ (\S+)", 1).alias("path"),
+        ).with_columns(
+            pl.when(pl.col("status_origin") == "upstream")
+            .then(pl.col("http_status"))
+            .alias("upstream_status")
+        )
+        rows = proxy_rows(frame, source)
+        state_kind = first_kind(HAPROXY_KINDS, term)
+        kind = (
+            pl.when(nosrv & (pl.col("http_status") >= 500))
+            .then(pl.lit("no_live_upstream"))
+            .when(state_kind.is_not_null())
+            .then(state_kind)
+            .when((pl.col("status_origin") == "upstream") & (pl.col("http_status") >= 500))
+            .then(pl.lit("upstream_5xx"))
+        )
+        detail = format_text(
+            "haproxy {} {} state {} via {}/{} timers {}/{}/{}/{}/{}",
+            pl.coalesce(pl.col("http_status").cast(pl.Utf8), pl.lit("-1")),
+            pl.coalesce(pl.col("request"), pl.lit("?")),
+            term,
+            pl.col("backend"),
+            pl.col("server"),
+            pl.col("TR"),
+            pl.col("Tw"),
+            pl.col("Tc"),
+            pl.col("Tr"),
+            pl.col("Ta"),
+        )
+        return Claim(
+            records=hits["line_no"],
+            tables={
+                "proxy_requests": rows,
+                "proxy_events": proxy_failures(frame, kind, detail, source),
+            },
+        )
