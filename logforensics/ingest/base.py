@@ -305,6 +305,7 @@ class LineFormat:
     name: ClassVar[str]
     priority: ClassVar[int]
     samples: ClassVar[tuple[Sample, ...]] = ()
+    fallback: ClassVar[bool] = False  # takes what every other format left (claims overlap it)
 
     def sniff(self, bodies: list[str]) -> bool:
         raise NotImplementedError

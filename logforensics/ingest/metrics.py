@@ -37,7 +37,7 @@ import polars as pl
 
 from logforensics import timeparse
 from logforensics.ingest import register_file_format
-from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, SourceFile
+from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, Sample, SourceFile
 from logforensics.ingest.toolkit import source_expr
 
 SCRAPED_AT_RE = r"^#\s*(?:scraped[ _]at|scrape[ _]time|timestamp)\s*[:=]?\s*(?P<when>\S.*?)\s*$"
@@ -82,6 +82,12 @@ def _is_exposition(head: list[str]) -> bool:
 class PrometheusScrape(FileFormat):
     name = "prometheus_scrape"
     priority = 30
+    samples = (
+        Sample(
+            "corpus kv-tiny metrics-8001.txt (vLLM 0.32.0 /metrics, excerpt)",
+            file="vllm_metrics_scrape.txt",
+        ),
+    )
     role = "server"
 
     def sniff(self, head: list[str]) -> bool:

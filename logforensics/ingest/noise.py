@@ -7,6 +7,7 @@ import polars as pl
 from logforensics.ingest import register_line_format
 from logforensics.ingest.base import (
     Claim,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -28,7 +29,16 @@ class KnownNoise(RegexLineFormat):
 
     name = "known_noise"
     priority = 100
+    samples = (
+        Sample(
+            "corpus kv-tiny instance-1.log (vLLM 0.32.0 start-up and uvicorn shutdown)",
+            "(APIServer pid=31372) INFO 11-29 16:07:48 [model.py:2152] Using max model len 1024\n"
+            "INFO:     Application shutdown complete.",
+            status="noise",
+        ),
+    )
     decisive = False
+    fallback = True
     pattern = r"^$"
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:

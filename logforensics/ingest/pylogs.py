@@ -13,6 +13,7 @@ from logforensics.ingest import register_line_format
 from logforensics.ingest.base import (
     Claim,
     LineFormat,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -35,6 +36,13 @@ class UvicornAccess(RegexLineFormat):
 
     name = "uvicorn_access"
     priority = 11
+    samples = (
+        Sample(
+            "corpus kv-tiny instance-1.log (uvicorn under vLLM 0.32.0)",
+            'INFO:     127.0.0.1:52702 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+            tables=(("server_requests", 1),),
+        ),
+    )
     pattern = UVICORN_ACCESS_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
@@ -108,6 +116,26 @@ class PythonTraceback(LineFormat):
 
     name = "python_traceback"
     priority = 13
+    samples = (
+        Sample(
+            "seed write-up's proxy traceback, framed as CPython socketserver.handle_error prints it",
+            "----------------------------------------\n"
+            "Exception occurred during processing of request from ('10.0.0.2', 51001)\n"
+            "Traceback (most recent call last):\n"
+            '  File "/app/proxy.py", line 74, in _forward\n'
+            "    with urllib.request.urlopen(req, timeout=120) as resp:\n"
+            "TimeoutError\n"
+            "\n"
+            "During handling of the above exception, another exception occurred:\n"
+            "\n"
+            "Traceback (most recent call last):\n"
+            '  File "/app/proxy.py", line 76, in _forward\n'
+            '    self.send_error(502, f"Bad Gateway: {exc}")\n'
+            "BrokenPipeError: [Errno 32] Broken pipe\n"
+            "----------------------------------------",
+            tables=(("proxy_events", 1),),
+        ),
+    )
     decisive = True
     proxy = False
 

@@ -41,6 +41,7 @@ from logforensics.ingest.base import (
     LineFormat,
     ParseContext,
     ParseResult,
+    Sample,
     SourceFile,
 )
 
@@ -273,10 +274,15 @@ def classify_lines(source: SourceFile, ctx: ParseContext, role: str = "server") 
     return _run(source, ctx, role)[1]
 
 
-def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult, pl.DataFrame]:
-    lines = split_prefixes(source.lines, source.instance, ctx.year, ctx.server_tz).with_columns(
+def prepared_lines(source: SourceFile, ctx: ParseContext, role: str = "server") -> pl.DataFrame:
+    """The file's lines as every line format gets them: prefixes split, times, role, zone."""
+    return split_prefixes(source.lines, source.instance, ctx.year, ctx.server_tz).with_columns(
         pl.lit(role).alias("file_role"), pl.lit(ctx.server_tz).alias("file_tz")
     )
+
+
+def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult, pl.DataFrame]:
+    lines = prepared_lines(source, ctx, role)
     result = ParseResult(lines=lines.height)
     if lines["at"].is_not_null().any():
         result.span = (lines["at"].min(), lines["at"].max())
@@ -363,6 +369,12 @@ def _recognisers(head: list[str]) -> tuple[bool, set[str]]:
     return vllm, names
 
 
+def _proxy_only(vllm: bool, names: set[str]) -> bool:
+    """Only a proxy's lines (a gateway's container also prints uvicorn lines and tracebacks)."""
+    proxies = {n for n in names if getattr(LINE_FORMATS[n], "proxy", False)}
+    return not vllm and bool(proxies) and names <= proxies | SHARED_FORMATS
+
+
 @register_file_format
 class ProxyLog(FileFormat):
     """A log whose first lines only a proxy or gateway line format recognises.
@@ -376,13 +388,11 @@ class ProxyLog(FileFormat):
 
     name = "proxy_log"
     priority = 40
+    samples = (Sample("corpus kv-tiny nginx-access.log (nginx 1.22.1)", file="nginx-access.log"),)
     role = "proxy"
 
     def sniff(self, head: list[str]) -> bool:
-        vllm, names = _recognisers(head)
-        proxies = {n for n in names if getattr(LINE_FORMATS[n], "proxy", False)}
-        # A gateway's container also prints uvicorn access lines and tracebacks.
-        return not vllm and bool(proxies) and names <= proxies | SHARED_FORMATS
+        return _proxy_only(*_recognisers(head))
 
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
         result = parse_lines(source, ctx, role="proxy")
@@ -400,11 +410,16 @@ class ServerLog(FileFormat):
 
     name = "server_log"
     priority = 41
+    samples = (
+        Sample(
+            "corpus kv-tiny instance-1.log (vLLM 0.32.0 CPU, excerpt)", file="vllm-instance.log"
+        ),
+    )
     role = "server"
 
     def sniff(self, head: list[str]) -> bool:
         vllm, names = _recognisers(head)
-        return vllm or bool(names)
+        return (vllm or bool(names)) and not _proxy_only(vllm, names)
 
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
         return parse_lines(source, ctx)

@@ -21,6 +21,7 @@ import polars as pl
 from logforensics.ingest import register_line_format
 from logforensics.ingest.base import (
     Claim,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -38,6 +39,14 @@ class SglangStats(RegexLineFormat):
 
     name = "sglang_stats"
     priority = 20
+    samples = (
+        Sample(
+            "layout of sglang srt/managers/scheduler.py + configure_logger; values invented",
+            "[2026-02-24 06:16:40 TP0] Decode batch. #running-req: 12, #token: 8000, token usage: "
+            "0.93, cuda graph: True, gen throughput (token/s): 512.33, #queue-req: 4",
+            tables=(("engine_stats", 1),),
+        ),
+    )
     pattern = SGLANG_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:

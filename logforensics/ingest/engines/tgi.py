@@ -16,6 +16,7 @@ import polars as pl
 from logforensics.ingest import register_line_format
 from logforensics.ingest.base import (
     Claim,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -57,6 +58,16 @@ class TgiRouter(RegexLineFormat):
 
     name = "tgi_router"
     priority = 21
+    samples = (
+        Sample(
+            "layout of text-generation-inference router/src/server.rs via tracing-subscriber; values invented",
+            "2026-02-24T06:16:44.123456Z  INFO generate{parameters=GenerateParameters { best_of: "
+            'None, max_new_tokens: Some(20) } total_time="1.2s" validation_time="1ms" '
+            'queue_time="50us" inference_time="1.1s" time_per_token="55ms" seed="None"}: '
+            "text_generation_router::server: router/src/server.rs:305: Success",
+            tables=(("server_requests", 1),),
+        ),
+    )
     pattern = r"^\s*(?:TRACE|DEBUG|INFO|WARN|ERROR) .*?text_generation_\w+(?:::\w+)*: "
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:

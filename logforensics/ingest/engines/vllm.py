@@ -36,6 +36,7 @@ import polars as pl
 from logforensics.ingest import register_line_format
 from logforensics.ingest.base import (
     Claim,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -52,6 +53,22 @@ SPEC_DECODE_RE = r"SpecDecoding metrics: |^Prefix cache hit rate: GPU: "
 class VllmStats(RegexLineFormat):
     name = "vllm_stats"
     priority = 10
+    samples = (
+        Sample(
+            "corpus kv-tiny instance-2.log:157 (vLLM 0.32.0 CPU, V1 loggers.py)",
+            "(APIServer pid=31615) INFO 11-29 16:19:53 [loggers.py:335] Engine 000: Avg prompt "
+            "throughput: 0.0 tokens/s, Avg generation throughput: 138.5 tokens/s, Running: 3 reqs, "
+            "Waiting: 7 reqs, CPU KV cache usage: 80.0%, Prefix cache hit rate: 0.0%",
+            tables=(("engine_stats", 1),),
+        ),
+        Sample(
+            "layout of vllm/engine/metrics.py V0 LoggingStatLogger; values invented",
+            "INFO 02-24 06:16:03 metrics.py:351] Avg prompt throughput: 0.0 tokens/s, Avg generation "
+            "throughput: 41.7 tokens/s, Running: 3 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV "
+            "cache usage: 1.2%, CPU KV cache usage: 0.0%.",
+            tables=(("engine_stats", 1),),
+        ),
+    )
     pattern = r"Running: \d+ reqs"
 
     def sniff(self, bodies: list[str]) -> bool:
@@ -121,6 +138,19 @@ LIFECYCLE_RE = r"\b(?:Received|Added|Finished|Aborted) request(?:\(s\))? (\S+?)[
 class VllmLifecycle(RegexLineFormat):
     name = "vllm_lifecycle"
     priority = 12
+    samples = (
+        Sample(
+            "corpus kv-tiny instance-1.log (vLLM 0.32.0 --enable-log-requests)",
+            "(APIServer pid=31372) INFO 11-29 16:09:05 [request_logger.py:65] Received request "
+            "chatcmpl-8d471985c66099d7: params: SamplingParams(n=1, presence_penalty=0.0, "
+            "temperature=0.0, max_tokens=768), lora_request: None.\n"
+            "(APIServer pid=31372) INFO 11-29 16:09:05 [async_llm.py:578] Added request "
+            "chatcmpl-8d471985c66099d7-bc0857dc.\n"
+            "(APIServer pid=31372) INFO 11-29 16:21:34 [async_llm.py:922] Aborted request(s) "
+            "chatcmpl-991efeba62823d03-bf7a37d3.",
+            tables=(("server_requests", 3),),
+        ),
+    )
     pattern = LIFECYCLE_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
@@ -183,6 +213,15 @@ class VllmPressure(RegexLineFormat):
 
     name = "vllm_pressure"
     priority = 14
+    samples = (
+        Sample(
+            "layout of vllm/core/scheduler.py (V0 preemption warning); values invented",
+            "WARNING 02-24 06:20:01 [scheduler.py:1560] Sequence group 12 is preempted by "
+            "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can "
+            "affect the end-to-end performance.",
+            tables=(("engine_events", 1),),
+        ),
+    )
     pattern = "|".join(f"(?:{rx})" for rx in ENGINE_PRESSURE.values())
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:

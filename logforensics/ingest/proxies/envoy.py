@@ -13,6 +13,7 @@ from logforensics import timeparse
 from logforensics.ingest import register_line_format
 from logforensics.ingest.base import (
     Claim,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -71,6 +72,16 @@ class EnvoyAccess(ProxyLineFormat):
 
     name = "envoy_access"
     priority = 31
+    samples = (
+        Sample(
+            "envoy substitution_formatter.cc DEFAULT_FORMAT; values invented",
+            '[2026-02-24T06:16:04.000Z] "POST /v1/chat/completions HTTP/1.1" 503 UF,URX 1234 91 2 '
+            '- "10.0.3.7" "python-requests/2.32.3" "8d2c4f1a-0b6e-4c1e-9d33-1f7f5a0c2b12" '
+            '"llm.internal" "10.0.0.22:8000"',
+            role="proxy",
+            tables=(("proxy_requests", 1), ("proxy_events", 1)),
+        ),
+    )
     pattern = ENVOY_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:

@@ -11,6 +11,7 @@ import polars as pl
 from logforensics.ingest import register_line_format
 from logforensics.ingest.base import (
     Claim,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -65,6 +66,15 @@ class HaproxyHttp(ProxyLineFormat):
 
     name = "haproxy_http"
     priority = 32
+    samples = (
+        Sample(
+            "corpus haproxy-queue haproxy.log (HAProxy 2.6, log stdout)",
+            "127.0.0.1:49714 [01/Dec/2026:12:46:34.836] vllm_front vllm_backend/vllm1 "
+            '0/0/0/9197/9199 200 1426 - - ---- 1/1/0/0/0 0/0 "POST /v1/chat/completions HTTP/1.1"',
+            role="proxy",
+            tables=(("proxy_requests", 1),),
+        ),
+    )
     pattern = HAPROXY_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:

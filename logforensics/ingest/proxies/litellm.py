@@ -13,6 +13,7 @@ import polars as pl
 from logforensics.ingest import register_line_format
 from logforensics.ingest.base import (
     Claim,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -57,6 +58,15 @@ class LitellmProxy(ProxyLineFormat):
 
     name = "litellm"
     priority = 36
+    samples = (
+        Sample(
+            "litellm _logging.py formatter + router.py call line; values invented",
+            "06:16:10 - LiteLLM Router:INFO: router.py:2890 - "
+            "litellm.acompletion(model=hosted_vllm/meta-llama/Llama-3.1-8B-Instruct) 200 OK",
+            role="proxy",
+            tables=(("proxy_requests", 1),),
+        ),
+    )
     pattern = LITELLM_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:

@@ -16,8 +16,10 @@ import polars as pl
 from logforensics.ingest import register_line_format
 from logforensics.ingest.base import (
     Claim,
+    Sample,
     SourceFile,
 )
+from logforensics.ingest.proxies.traefik import TRAEFIK_CLF_RE
 from logforensics.ingest.toolkit import (
     QUOTED,
     ProxyLineFormat,
@@ -119,6 +121,10 @@ def _in_file_order(rows: pl.DataFrame) -> pl.DataFrame:
 def _general_layouts(lines: pl.DataFrame) -> list[pl.DataFrame]:
     """Lines the common layout missed: ingress-nginx, ``key=value`` pairs, retry lists, plain."""
     hits = _read(lines, NGINX_CLF_RE).filter(pl.col("client").is_not_null())
+    # Traefik's CLF line starts as combined does; its tail (count, router, service, ms) is Traefik's.
+    traefik = pl.col("rest").str.ends_with("ms") & pl.col("msg").str.contains(TRAEFIK_CLF_RE)
+    if hits.select(pl.col("rest").str.ends_with("ms").any()).item():
+        hits = hits.join(lines.select("line_no", "msg"), on="line_no").filter(~traefik).drop("msg")
     hits = hits.with_columns(pl.col("request").str.extract_groups(REQUEST_RE).alias("_r")).unnest(
         "_r"
     )
@@ -242,6 +248,16 @@ class NginxAccess(ProxyLineFormat):
 
     name = "nginx_access"
     priority = 34
+    samples = (
+        Sample(
+            "corpus kv-tiny nginx-access.log (nginx 1.22.1, the lab's key=value log_format)",
+            '127.0.0.1 - - [29/Nov/2026:16:09:24 +0000] "POST /v1/chat/completions HTTP/1.1" 200 '
+            '7591 "-" "python-requests/2.34.2" rt=19.218 uct="0.000" urt="19.218" '
+            'ua="127.0.0.1:8001" us="200" msec=1795968564.952',
+            role="proxy",
+            tables=(("proxy_requests", 1),),
+        ),
+    )
     pattern = NGINX_CLF_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
@@ -402,6 +418,17 @@ class NginxError(ProxyLineFormat):
 
     name = "nginx_error"
     priority = 35
+    samples = (
+        Sample(
+            "corpus crash-midtest nginx-error.log (nginx 1.22.1)",
+            "2026/12/01 13:14:52 [error] 30461#30461: *47 upstream prematurely closed connection "
+            "while reading response header from upstream, client: 127.0.0.1, server: vllm-front, "
+            'request: "POST /v1/chat/completions HTTP/1.1", upstream: '
+            '"http://127.0.0.1:8002/v1/chat/completions", host: "127.0.0.1:8000"',
+            role="proxy",
+            tables=(("proxy_events", 1),),
+        ),
+    )
     pattern = NGINX_ERROR_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:

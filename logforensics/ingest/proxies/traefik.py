@@ -11,6 +11,7 @@ import polars as pl
 from logforensics.ingest import register_line_format
 from logforensics.ingest.base import (
     Claim,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -49,6 +50,15 @@ class TraefikClf(ProxyLineFormat):
 
     name = "traefik_clf"
     priority = 33
+    samples = (
+        Sample(
+            "traefik pkg/middlewares/accesslog/logger_formatters.go (CLF); values invented",
+            '10.0.3.7 - - [24/Feb/2026:06:16:04 +0000] "POST /v1/chat/completions HTTP/1.1" 200 '
+            '5000 "-" "curl/8.5.0" 4712 "vllm@kubernetescrd" "http://10.0.0.21:8000" 1532ms',
+            role="proxy",
+            tables=(("proxy_requests", 1),),
+        ),
+    )
     pattern = TRAEFIK_CLF_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
@@ -117,6 +127,17 @@ class TraefikJson(ProxyLineFormat):
 
     name = "traefik_json"
     priority = 30
+    samples = (
+        Sample(
+            "traefik pkg/middlewares/accesslog/logdata.go field names; values invented",
+            '{"ClientHost":"10.0.3.7","DownstreamStatus":200,"Duration":1500000000,'
+            '"OriginDuration":1499000000,"OriginStatus":200,"RequestMethod":"POST",'
+            '"RequestPath":"/v1/chat/completions","ServiceURL":"http://10.0.0.22:8000",'
+            '"StartUTC":"2026-02-24T06:16:04Z","level":"info"}',
+            role="proxy",
+            tables=(("proxy_requests", 1),),
+        ),
+    )
     pattern = TRAEFIK_JSON_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:

@@ -12,6 +12,7 @@ import polars as pl
 from logforensics.ingest import register_line_format
 from logforensics.ingest.base import (
     Claim,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -48,6 +49,16 @@ class ProductionStackRouter(ProxyLineFormat):
 
     name = "vllm_router"
     priority = 37
+    samples = (
+        Sample(
+            "production-stack src/vllm_router log.py + request.py; values invented",
+            "[2026-02-24 06:16:14,001] INFO: Routing request 8d2c9a1c to http://10.0.0.22:8000 at "
+            "1771913774.0, process time = 0.0009 "
+            "(request.py:350:vllm_router.services.request_service.request)",
+            role="proxy",
+            tables=(("proxy_requests", 1),),
+        ),
+    )
     pattern = ROUTER_RE + "|" + ROUTER_ERROR_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:

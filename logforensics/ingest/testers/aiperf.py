@@ -13,6 +13,7 @@ from logforensics.ingest.base import (
     FileFormat,
     ParseContext,
     ParseResult,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -33,6 +34,12 @@ class AIPerfJsonl(FileFormat):
 
     name = "aiperf_jsonl"
     priority = 12
+    samples = (
+        Sample(
+            "ai-dynamo/aiperf docs/tutorials/working-with-profile-exports.md record shape",
+            file="aiperf_profile_export.jsonl",
+        ),
+    )
     role = "client"
 
     def sniff(self, head: list[str]) -> bool:

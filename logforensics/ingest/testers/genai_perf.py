@@ -15,6 +15,7 @@ from logforensics.ingest.base import (
     FileFormat,
     ParseContext,
     ParseResult,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -35,6 +36,12 @@ class GenAIPerfJson(FileFormat):
 
     name = "genai_perf_json"
     priority = 13
+    samples = (
+        Sample(
+            "perf_analyzer src/profile_data_exporter.cc shape; values invented",
+            file="genai_perf_profile_export.json",
+        ),
+    )
     role = "client"
 
     def sniff(self, head: list[str]) -> bool:

@@ -14,6 +14,7 @@ from logforensics.ingest.base import (
     FileFormat,
     ParseContext,
     ParseResult,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -164,6 +165,9 @@ def normalise_generic(frame: pl.DataFrame, display: str, client_tz: str) -> pl.D
 class ClientJsonl(FileFormat):
     name = "client_jsonl"
     priority = 21
+    samples = (
+        Sample("corpus kv-tiny client.jsonl (the lab's client.py)", file="lab_client.jsonl"),
+    )
     role = "client"
 
     def sniff(self, head: list[str]) -> bool:
@@ -280,6 +284,12 @@ def _read_with_sampled_schema(document, sample: bytes) -> pl.DataFrame | None:
 class ClientCsv(FileFormat):
     name = "client_csv"
     priority = 22
+    samples = (
+        Sample(
+            "corpus kv-tiny client.jsonl's first records, written as CSV by polars",
+            file="lab_client.csv",
+        ),
+    )
     role = "client"
 
     def sniff(self, head: list[str]) -> bool:

@@ -18,6 +18,7 @@ from logforensics.ingest.base import (
     FileFormat,
     ParseContext,
     ParseResult,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -45,6 +46,12 @@ class GuideLLMReport(FileFormat):
 
     name = "guidellm_report"
     priority = 10
+    samples = (
+        Sample(
+            "tests/data/loadtesters: GuideLLM v0.4 report schema (see tests/test_ingest_loadtesters.py)",
+            file="guidellm_v04_benchmarks.json",
+        ),
+    )
     role = "client"
 
     def sniff(self, head: list[str]) -> bool:

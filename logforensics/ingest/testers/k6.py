@@ -13,6 +13,7 @@ from logforensics.ingest.base import (
     FileFormat,
     ParseContext,
     ParseResult,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -33,6 +34,11 @@ class K6Json(FileFormat):
 
     name = "k6_json"
     priority = 16
+    samples = (
+        Sample(
+            "grafana/k6 JSON output Metric/Point lines; values invented", file="k6_results.json"
+        ),
+    )
     role = "client"
 
     def sniff(self, head: list[str]) -> bool:

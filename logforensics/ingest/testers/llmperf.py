@@ -14,6 +14,7 @@ from logforensics.ingest.base import (
     FileFormat,
     ParseContext,
     ParseResult,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -44,6 +45,12 @@ class LLMPerfResponses(FileFormat):
 
     name = "llmperf_responses"
     priority = 14
+    samples = (
+        Sample(
+            "ray-project/llmperf token_benchmark_ray.py output; values invented",
+            file="llmperf_individual_responses.json",
+        ),
+    )
     role = "client"
 
     def sniff(self, head: list[str]) -> bool:

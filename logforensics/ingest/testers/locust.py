@@ -9,6 +9,7 @@ from logforensics.ingest.base import (
     FileFormat,
     ParseContext,
     ParseResult,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -47,6 +48,12 @@ class LocustCsv(FileFormat):
 
     name = "locust_csv"
     priority = 15
+    samples = (
+        Sample(
+            "locust/stats.py StatsCSV requests_csv_columns; values invented",
+            file="locust_stats.csv",
+        ),
+    )
     role = "client"
 
     def sniff(self, head: list[str]) -> bool:

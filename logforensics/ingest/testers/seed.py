@@ -13,6 +13,7 @@ from logforensics.ingest.base import (
     FileFormat,
     ParseContext,
     ParseResult,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -28,6 +29,12 @@ STEP_HEADER_RE = r"(?i)^\s*#*\s*(?:N|concurrency|concurrent|workers|동시(?: �
 class SeedRows(FileFormat):
     name = "seed_rows"
     priority = 20
+    samples = (
+        Sample(
+            "the seed write-up's rows, (i, round(elapsed, 2), tokens, 'OK' | str(e)[:40])",
+            file="seed_rows.txt",
+        ),
+    )
     role = "client"
 
     def sniff(self, head: list[str]) -> bool:

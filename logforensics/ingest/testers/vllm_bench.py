@@ -18,6 +18,7 @@ from logforensics.ingest.base import (
     FileFormat,
     ParseContext,
     ParseResult,
+    Sample,
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
@@ -64,6 +65,12 @@ class VllmBench(FileFormat):
 
     name = "vllm_bench"
     priority = 11
+    samples = (
+        Sample(
+            "vllm/benchmarks/serve.py result_json with --save-detailed; values invented",
+            file="vllm_bench_detailed.json",
+        ),
+    )
     role = "client"
 
     def sniff(self, head: list[str]) -> bool:
