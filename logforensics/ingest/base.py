@@ -306,6 +306,7 @@ class LineFormat:
     priority: ClassVar[int]
     samples: ClassVar[tuple[Sample, ...]] = ()
     fallback: ClassVar[bool] = False  # takes what every other format left (claims overlap it)
+    supersedes: ClassVar[tuple[str, ...]] = ()  # later formats whose lines it claims on purpose
 
     def sniff(self, bodies: list[str]) -> bool:
         raise NotImplementedError

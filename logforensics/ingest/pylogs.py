@@ -115,7 +115,7 @@ class PythonTraceback(LineFormat):
     """
 
     name = "python_traceback"
-    priority = 13
+    priority = 14
     samples = (
         Sample(
             "seed write-up's proxy traceback, framed as CPython socketserver.handle_error prints it",

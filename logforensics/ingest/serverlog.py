@@ -61,6 +61,11 @@ BSD_PREFIX_RE = (
     rf"^(?:<\d{{1,3}}>)?(?P<bsd>(?:{MONTHS}) [ \d]?\d \d{{2}}:\d{{2}}:\d{{2}}(?:\.(?P<bsdfrac>\d{{1,6}}))?)"
     r" (?:\S+ )?[^\s\[\]:]+(?:\[\d+\])?: ?"
 )
+# RFC 5424: "<PRI>1 TIMESTAMP HOST APP PROCID MSGID SD " (HAProxy's `log … format rfc5424`).
+RFC5424_PREFIX_RE = (
+    r"^<\d{1,3}>1 (?P<r5>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.(?P<r5frac>\d{1,9}))?"
+    r"(?:Z|[+-]\d{2}:\d{2})) \S+ \S+ \S+ \S+ (?:-|(?:\[[^\]]*\])+) ?"
+)
 BRACKET_PREFIX_RE = (
     r"^\[(?:(?P<bk>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,](?P<bkfrac>\d{1,6}))?)"
     r"|(?P<bkmd>\d{2}-\d{2} \d{2}:\d{2}:\d{2}))(?: [^\]]*)?\] "
@@ -104,6 +109,7 @@ def _bsd_to_utc(text: pl.Expr, year: int, tz: str) -> pl.Expr:
 
 PREFIX_STEPS = (
     ("kubectl", KUBECTL_PREFIX_RE),
+    ("rfc5424", RFC5424_PREFIX_RE),
     ("iso", ISO_PREFIX_RE),
     ("bsd", BSD_PREFIX_RE),
     ("iso2", ISO_INNER_RE),
@@ -116,6 +122,7 @@ PREFIX_STEPS = (
 # so the costly extraction runs only for layers that do.
 PREFIX_GATES = {
     "kubectl": pl.col("_rest").str.starts_with("[pod/"),
+    "rfc5424": pl.col("_rest").str.contains(r"^<\d{1,3}>1 "),
     "iso": pl.col("_rest").str.contains(r"^\d{4}-\d{2}-\d{2}[T ]"),
     "bsd": pl.col("_rest").str.contains(rf"^(?:<\d{{1,3}}>)?(?:{MONTHS}) "),
     "iso2": pl.col("_rest").str.contains(r"^\d{4}-\d{2}-\d{2}[T ]"),
@@ -165,6 +172,9 @@ def _frac_precision(frac: str) -> pl.Expr:
 def _layer_times(frame: pl.DataFrame, present: set[str], year: int, server_tz: str):
     """Each present layer's (time, precision) expressions, outermost first, and the frame."""
     layers = []
+    if "rfc5424" in present:
+        frame = frame.with_columns(timeparse.parse_iso(frame["r5"], server_tz).alias("_r5_at"))
+        layers.append((pl.col("_r5_at"), _frac_precision("r5frac")))
     if "iso" in present:
         frame = frame.with_columns(
             timeparse.parse_iso(frame["iso"].str.replace(",", "."), server_tz).alias("_iso_at")

@@ -43,6 +43,7 @@ from logforensics.ingest.toolkit import (
     RegexLineFormat,
     first_kind,
     msg_number,
+    no_lines,
     source_expr,
 )
 
@@ -212,7 +213,7 @@ class VllmPressure(RegexLineFormat):
     """Lines that say the engine ran short of memory, preempted, or died."""
 
     name = "vllm_pressure"
-    priority = 14
+    priority = 15
     samples = (
         Sample(
             "layout of vllm/core/scheduler.py (V0 preemption warning); values invented",
@@ -234,3 +235,74 @@ class VllmPressure(RegexLineFormat):
             source_expr(source.display).alias("source"),
         )
         return Claim(records=hits["line_no"], tables={"engine_events": rows})
+
+
+# Where an orderly shutdown begins (vLLM 0.32's "[shutdown]" lines, uvicorn's, a signal)...
+SHUTDOWN_RE = (
+    r"\[shutdown\]|^Shutting down$|received signal=SIG(?:TERM|INT)"
+    r"|^Received (?:SIGTERM|SIGINT|signal)|^Shutting down the (?:engine|server)"
+)
+# ...and where a (re)start begins, which ends it.
+STARTUP_RE = (
+    r"vLLM API server version|non-default args: |^Started server process"
+    r"|Initializing a V1 LLM engine|Initializing an LLM engine"
+)
+
+
+@register_line_format
+class VllmShutdown(RegexLineFormat):
+    """What a server prints after an orderly shutdown began (until it starts again) is noise.
+
+    vLLM 0.32.0 (corpus compute-loadtest) logs ``EngineDeadError`` and a traceback
+    *after* ``[shutdown] API server: shutdown triggered``: the engine was told to
+    stop, it did not die. A real engine death comes before any shutdown line, and
+    a killed process prints none. Request lines and stats there keep their formats
+    (they claim first).
+    """
+
+    name = "vllm_shutdown"
+    priority = 13
+    samples = (
+        Sample(
+            "corpus compute-loadtest instance-1.log:196-221 (vLLM 0.32.0 SIGTERM at the end)",
+            "(APIServer pid=28852) INFO 12-01 13:08:43 [launcher.py:254] [shutdown] API server: "
+            "shutdown triggered\n"
+            "(APIServer pid=28852) ERROR 12-01 13:08:43 [async_llm.py:906] AsyncLLM output_handler "
+            "failed.\n"
+            "(APIServer pid=28852) ERROR 12-01 13:08:43 [async_llm.py:906] Traceback (most recent "
+            "call last):\n"
+            '(APIServer pid=28852) ERROR 12-01 13:08:43 [async_llm.py:906]   File "/srv/llm/vllmcpu/'
+            'lib/python3.11/site-packages/vllm/v1/engine/core_client.py", line 1235, in '
+            "get_output_async\n"
+            "(APIServer pid=28852) ERROR 12-01 13:08:43 [async_llm.py:906]     raise "
+            "self._format_exception(outputs) from None\n"
+            "(APIServer pid=28852) ERROR 12-01 13:08:43 [async_llm.py:906] vllm.v1.engine.exceptions."
+            "EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root "
+            "cause.\n"
+            "INFO:     Shutting down",
+            status="noise",
+        ),
+    )
+    decisive = False
+    supersedes = ("python_traceback", "vllm_pressure", "runtime_chatter")
+    pattern = SHUTDOWN_RE
+
+    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
+        msg = pl.col("msg")
+        gate = (
+            msg.str.contains("hutdown", literal=True)
+            | msg.str.contains("Shutting down", literal=True)
+            | msg.str.contains("SIG", literal=True)
+        )
+        if not lines.select(gate.any()).item():
+            return Claim(records=no_lines())
+        phase = (
+            pl.when(msg.str.contains(SHUTDOWN_RE))
+            .then(True)
+            .when(msg.str.contains(STARTUP_RE))
+            .then(False)
+            .forward_fill()
+            .over("instance")
+            .fill_null(False)
+        )
+        return Claim(records=no_lines(), noise=lines.filter(phase)["line_no"])

@@ -1,7 +1,12 @@
 """HAProxy ``option httplog`` lines. Exact text, from the project's source:
 
 * HAProxy ``doc/configuration.txt`` §8.2.3 (HTTP log format) and §8.5
-  (termination states);
+  (termination states); the same line behind a syslog header (RFC 3164 or
+  5424, ``log stdout format rfc3164|rfc5424``) loses that header first;
+* its own notices on stderr, ``[NOTICE|WARNING|ALERT] (pid) : text`` (older
+  releases put ``DDD/HHMMSS`` before the pid), and the same text sent to the
+  log target: HAProxy 2.6.12 run here (``Server be/s1 is DOWN, reason: …``,
+  ``Proxy fe stopped (cumulated conns: …)``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from logforensics.ingest.toolkit import (
     format_text,
     ms_duration,
     naive_time,
+    no_lines,
     proxy_failures,
     proxy_rows,
 )
@@ -73,6 +79,18 @@ class HaproxyHttp(ProxyLineFormat):
             '0/0/0/9197/9199 200 1426 - - ---- 1/1/0/0/0 0/0 "POST /v1/chat/completions HTTP/1.1"',
             role="proxy",
             tables=(("proxy_requests", 1),),
+        ),
+        Sample(
+            "HAProxy 2.6.12 run here with log stdout format rfc5424, then rfc3164 (sC-- after a "
+            "closed server port)",
+            "<134>1 2026-12-01T14:18:01.223808+00:00 - haproxy 17157 - - 127.0.0.1:47326 "
+            "[01/Dec/2026:14:17:58.219] fe be/s2 0/0/-1/-1/3004 503 217 - - SC-- 1/1/0/0/3 0/0 "
+            '"POST /v1/chat/completions HTTP/1.1"\n'
+            "<134>Dec  1 14:18:12 localhost haproxy[17325]: 127.0.0.1:33806 "
+            "[01/Dec/2026:14:18:09.211] fe be/s2 0/0/-1/-1/3005 503 217 - - SC-- 1/1/0/0/3 0/0 "
+            '"POST /v1/chat/completions HTTP/1.1"',
+            role="proxy",
+            tables=(("proxy_requests", 2), ("proxy_events", 2)),
         ),
     )
     pattern = HAPROXY_RE
@@ -153,3 +171,80 @@ class HaproxyHttp(ProxyLineFormat):
                 "proxy_events": proxy_failures(frame, kind, detail, source),
             },
         )
+
+
+HAPROXY_NOTICE_RE = r"^\[(?:NOTICE|WARNING|ALERT)\]\s+(?:\d{3}/\d{6} )?\(\d+\) : (?P<note>.*)$"
+# The notices HAProxy also sends to its log target, without the "[LEVEL] (pid) : " part.
+HAPROXY_STATE_RE = (
+    r"^(?:Server (?P<server>\S+/\S+) is (?P<state>DOWN|UP|going DOWN for maintenance)\b"
+    r"|(?:backend|proxy) (?P<nobackend>\S+) has no server available!"
+    r"|Proxy \S+ (?:stopped|started)|Stopping (?:proxy|frontend|backend) \S+ in \d+ ms"
+    r"|Loading success|haproxy version is |path to executable is |New worker \(\d+\) forked"
+    r"|Exiting (?:Master|master) process|Current worker \(\d+\) exited)"
+)
+
+
+@register_line_format
+class HaproxyNotices(ProxyLineFormat):
+    """HAProxy's start-up, stop and health-check notices.
+
+    ``Server B/S is DOWN`` → a `proxy_events` row (``server_down``, `upstream`
+    = ``B/S`` as the access lines name it), ``… has no server available!`` →
+    ``no_live_upstream``; ``is UP`` and the start/stop notices are noise. The
+    stderr copy and the log-target copy of one notice are both read: an event
+    may appear twice, once without a time.
+    """
+
+    name = "haproxy_notices"
+    priority = 38
+    samples = (
+        Sample(
+            "HAProxy 2.6.12 (Debian) run here: a health check on a closed port, stderr and rfc5424",
+            "[WARNING]  (17157) : Server be/s1 is DOWN, reason: Layer4 connection problem, info: "
+            '"Connection refused", check duration: 0ms. 1 active and 0 backup servers left. 0 '
+            "sessions active, 0 requeued, 0 remaining in queue.\n"
+            "<129>1 2026-12-01T14:17:56.375427+00:00 - haproxy 17157 - - Server be/s1 is DOWN, "
+            'reason: Layer4 connection problem, info: "Connection refused", check duration: 0ms. '
+            "1 active and 0 backup servers left. 0 sessions active, 0 requeued, 0 remaining in "
+            "queue.",
+            role="proxy",
+            tables=(("proxy_events", 2),),
+        ),
+        Sample(
+            "corpus haproxy-queue haproxy.log:42-43 (HAProxy 2.6 soft stop, stderr and log copy)",
+            "[WARNING]  (26116) : Proxy vllm_front stopped (cumulated conns: FE: 41, BE: 0).\n"
+            "Proxy vllm_front stopped (cumulated conns: FE: 41, BE: 0).",
+            role="proxy",
+            status="noise",
+        ),
+    )
+    pattern = HAPROXY_NOTICE_RE + "|" + HAPROXY_STATE_RE
+
+    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
+        msg = pl.col("msg")
+        gate = msg.str.starts_with("[") | msg.str.contains(
+            r"^(?:Server|Proxy|backend|proxy|Stopping|Loading|haproxy|path|New|Exiting|Current) "
+        )
+        candidates = lines.filter(gate)
+        if candidates.is_empty():
+            return Claim(records=no_lines())
+        hits = candidates.with_columns(
+            pl.coalesce(msg.str.extract(HAPROXY_NOTICE_RE, 1), msg).alias("_note")
+        ).filter(msg.str.contains(HAPROXY_NOTICE_RE) | msg.str.contains(HAPROXY_STATE_RE))
+        state = hits.with_columns(
+            pl.col("_note").str.extract_groups(HAPROXY_STATE_RE).alias("_s")
+        ).unnest("_s")
+        kind = (
+            pl.when(pl.col("state") == "DOWN")
+            .then(pl.lit("server_down"))
+            .when(pl.col("nobackend").is_not_null())
+            .then(pl.lit("no_live_upstream"))
+        )
+        frame = state.with_columns(
+            pl.lit(None, dtype=pl.Int64).alias("http_status"),
+            pl.coalesce(pl.col("server"), pl.col("nobackend")).alias("upstream"),
+        )
+        events = proxy_failures(frame, kind, pl.col("_note"), source)
+        used = frame.filter(kind.is_not_null())["line_no"]
+        noise = frame.filter(kind.is_null())["line_no"]
+        return Claim(records=used, noise=noise, tables={"proxy_events": events})
