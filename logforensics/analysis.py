@@ -198,6 +198,7 @@ def _input_dict(f: InputFile) -> dict:
         "records": f.records,
         "span": [_iso(f.span[0]), _iso(f.span[1])] if f.span else None,
         "unparsed_examples": [{"line": n, "text": t} for n, t in f.unparsed_examples],
+        "unparsed_shapes": f.unparsed_shapes,
         "notes": f.notes,
         "skipped": f.skipped,
     }

@@ -23,6 +23,7 @@ from typing import ClassVar
 import polars as pl
 
 from logforensics import model
+from logforensics.ingest.shapes import shapes_of
 
 SNIFF_LINES = 40
 UNPARSED_EXAMPLES = 5
@@ -214,6 +215,7 @@ class ParseResult:
     parsed: int = 0
     noise: int = 0
     unparsed_examples: list[tuple[int, str]] = field(default_factory=list)
+    unparsed_shapes: list[dict] = field(default_factory=list)  # see ingest.shapes
     notes: list[str] = field(default_factory=list)
     formats: list[str] = field(default_factory=list)
     span: tuple | None = None  # (first, last) time the file covers, where lines carry times
@@ -223,6 +225,12 @@ class ParseResult:
     @property
     def unparsed(self) -> int:
         return self.lines - self.parsed - self.noise
+
+    def set_unparsed(self, lines: pl.DataFrame) -> None:
+        """Show the unparsed lines (`line_no`, `text`): the first few, and every shape."""
+        first = lines.select("line_no", "text").sort("line_no").head(UNPARSED_EXAMPLES)
+        self.unparsed_examples = [(n, t[:300]) for n, t in first.iter_rows()]
+        self.unparsed_shapes = shapes_of(lines)
 
     def table(self, name: str) -> pl.DataFrame:
         return self.tables.get(name, model.empty(name))

@@ -32,6 +32,7 @@ class InputFile:
     records: dict[str, int] = field(default_factory=dict)
     span: tuple[dt.datetime, dt.datetime] | None = None
     unparsed_examples: list[tuple[int, str]] = field(default_factory=list)
+    unparsed_shapes: list[dict] = field(default_factory=list)  # see ingest.shapes
     notes: list[str] = field(default_factory=list)
     skipped: str | None = None  # why the file was not read, if it was not
 
@@ -158,6 +159,7 @@ def load(
                 records=records,
                 span=result.span or _span(result.tables),
                 unparsed_examples=result.unparsed_examples,
+                unparsed_shapes=result.unparsed_shapes,
                 notes=result.notes,
             )
         )

@@ -129,9 +129,7 @@ class PrometheusScrape(FileFormat):
             | pl.col("blank")
         ).height
         unparsed = frame.filter(pl.col("name").is_null() & ~pl.col("comment") & ~pl.col("blank"))
-        result.unparsed_examples = [
-            (n, t[:300]) for n, t in unparsed.head(5).select("line_no", "text").iter_rows()
-        ]
+        result.set_unparsed(unparsed)
         if source.undecodable_bytes:
             result.notes.append("file holds bytes that are not UTF-8; they were replaced")
         if known.is_empty():

@@ -36,7 +36,6 @@ import polars as pl
 from logforensics import timeparse
 from logforensics.ingest import LINE_FORMATS, register_file_format
 from logforensics.ingest.base import (
-    UNPARSED_EXAMPLES,
     FileFormat,
     LineFormat,
     ParseContext,
@@ -324,10 +323,7 @@ def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult,
                 )
             )
         unclaimed = unclaimed.filter(~pl.col("line_no").is_in(claimed.implode()))
-    result.unparsed_examples = [
-        (row["line_no"], row["text"][:300])
-        for row in unclaimed.head(UNPARSED_EXAMPLES).iter_rows(named=True)
-    ]
+    result.set_unparsed(unclaimed)
     fates.append(
         unclaimed.select(
             "line_no",

@@ -1,7 +1,6 @@
 """Helpers the formats share, public so that no format imports another's private names.
 
-Sections: reading lines and JSON (`decode_json_objects`, `source_expr`,
-`unparsed_examples`), line formats (`RegexLineFormat`, `first_kind`,
+Sections: reading lines and JSON (`decode_json_objects`, `source_expr`), line formats (`RegexLineFormat`, `first_kind`,
 `msg_number`), proxies (`ProxyLineFormat`, `proxy_rows`, `proxy_failures`,
 `clf_time`), and load testers' records (`status_from_text`, `to_seconds`,
 `place_on_clock`, `finish_requests`, `placeholders`).
@@ -20,7 +19,6 @@ import polars as pl
 
 from logforensics import model
 from logforensics.ingest.base import (
-    UNPARSED_EXAMPLES,
     LineFormat,
     ParseContext,
     ParseResult,
@@ -317,12 +315,6 @@ def records_frame(records: list[dict]) -> pl.DataFrame:
         return pl.DataFrame(flat, infer_schema_length=None)
 
 
-def unparsed_examples(lines: pl.DataFrame) -> list[tuple[int, str]]:
-    return [
-        (n, t[:300]) for n, t in lines.select("line_no", "text").head(UNPARSED_EXAMPLES).iter_rows()
-    ]
-
-
 def account_document(result: ParseResult, source: SourceFile, readable_to: int) -> None:
     """Whole-document accounting: lines ending before `readable_to` (a character
     offset: the end of the last record read) are parsed, blank ones noise, the
@@ -338,7 +330,7 @@ def account_document(result: ParseResult, source: SourceFile, readable_to: int) 
     result.lines = lines.height
     result.noise = frame.filter(blank).height
     result.parsed = frame.filter(~blank & readable).height
-    result.unparsed_examples = unparsed_examples(frame.filter(~blank & ~readable))
+    result.set_unparsed(frame.filter(~blank & ~readable))
 
 
 def salvage_array(text: str, start: int) -> tuple[list, int]:

@@ -22,7 +22,6 @@ from logforensics.ingest.toolkit import (
     finish_requests,
     nested,
     place_on_clock,
-    unparsed_examples,
 )
 
 # ---------------------------------------------------------------- AIPerf profile_export.jsonl
@@ -78,7 +77,7 @@ class AIPerfJsonl(FileFormat):
         )
         result.parsed = records.height
         result.noise = lines.filter(pl.col("text").str.strip_chars() == "").height
-        result.unparsed_examples = unparsed_examples(not_records)
+        result.set_unparsed(not_records)
         if not_records.height:
             result.notes.append(
                 f"{not_records.height} line(s) are not AIPerf records (cut short or not JSON), "

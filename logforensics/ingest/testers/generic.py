@@ -20,7 +20,6 @@ from logforensics.ingest.base import (
 from logforensics.ingest.toolkit import (
     decode_json_objects,
     source_expr,
-    unparsed_examples,
 )
 
 FIELD_SPELLINGS = {
@@ -192,7 +191,7 @@ class ClientJsonl(FileFormat):
         result = ParseResult(lines=lines.height, formats=[self.name])
         result.parsed = decoded.height
         result.noise = lines.height - decoded.height - bad.height  # blank lines
-        result.unparsed_examples = unparsed_examples(bad)
+        result.set_unparsed(bad)
         if decoded.height:
             result.add("client_requests", normalise_generic(decoded, source.display, ctx.client_tz))
             result.notes += time_notes(decoded, ctx.client_tz)

@@ -22,7 +22,6 @@ from logforensics.ingest.toolkit import (
     first_column,
     nested,
     place_on_clock,
-    unparsed_examples,
 )
 
 # ---------------------------------------------------------------- k6 --out json
@@ -82,7 +81,7 @@ class K6Json(FileFormat):
             pl.col("line_no").is_in(bad["line_no"].implode())
             | pl.col("line_no").is_in(classified.filter(~pl.col("known"))["line_no"].implode())
         )
-        result.unparsed_examples = unparsed_examples(unknown)
+        result.set_unparsed(unknown)
         if unknown.height:
             result.notes.append(
                 f"{unknown.height} line(s) are not k6 JSON output (cut short or foreign), first "

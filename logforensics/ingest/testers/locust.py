@@ -21,7 +21,6 @@ from logforensics.ingest.toolkit import (
     placeholders,
     seconds_to_utc,
     to_seconds,
-    unparsed_examples,
 )
 
 # ---------------------------------------------------------------- Locust --csv
@@ -69,7 +68,7 @@ class LocustCsv(FileFormat):
             )
         except Exception as exc:  # an empty or hopeless CSV
             result.notes.append(f"CSV not readable ({exc}); nothing read")
-            result.unparsed_examples = unparsed_examples(lines)
+            result.set_unparsed(lines)
             return result
         table.columns = [c.strip() for c in table.columns]
         blank = lines.filter(pl.col("text").str.strip_chars() == "").height
@@ -80,7 +79,7 @@ class LocustCsv(FileFormat):
             return result
         result.parsed = min(table.height, lines.height - result.noise)
         if result.unparsed:
-            result.unparsed_examples = unparsed_examples(lines.tail(result.unparsed))
+            result.set_unparsed(lines.tail(result.unparsed))
         getattr(self, f"_{kind}")(table, source, result, ctx)
         return result
 

@@ -18,7 +18,6 @@ from logforensics.ingest.base import (
 )
 from logforensics.ingest.toolkit import (
     source_expr,
-    unparsed_examples,
 )
 
 TUPLE_RE = r"""\(\s*(\d+)\s*,\s*(-?[\d.]+)\s*,\s*(\d+)\s*,\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)")\s*\)"""
@@ -55,7 +54,7 @@ class SeedRows(FileFormat):
         result.parsed = records.height
         result.noise = rows.filter(~(pl.col("tuples").list.len() > 0) & (is_header | noise)).height
         unparsed = rows.filter((pl.col("tuples").list.len() == 0) & ~is_header & ~noise)
-        result.unparsed_examples = unparsed_examples(unparsed)
+        result.set_unparsed(unparsed)
         flat = (
             rows.with_columns(is_header.alias("is_header"))
             .filter(pl.col("is_header") | (pl.col("tuples").list.len() > 0))

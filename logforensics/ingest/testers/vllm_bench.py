@@ -31,7 +31,6 @@ from logforensics.ingest.toolkit import (
     placeholders,
     salvage_array,
     status_from_text,
-    unparsed_examples,
 )
 
 # ---------------------------------------------------------------- vLLM bench serve
@@ -124,7 +123,7 @@ class VllmBench(FileFormat):
         result.lines = lines.height
         result.noise = lines.height - nonblank.height
         result.parsed = nonblank.height - len(bad)
-        result.unparsed_examples = unparsed_examples(lines.filter(pl.col("line_no").is_in(bad)))
+        result.set_unparsed(lines.filter(pl.col("line_no").is_in(bad)))
         return docs
 
     @staticmethod
