@@ -18,6 +18,7 @@ from typing import ClassVar
 import polars as pl
 
 from logforensics import model
+from logforensics.ingest import outcome
 from logforensics.ingest.base import (
     LineFormat,
     ParseContext,
@@ -486,6 +487,22 @@ def placeholders(
 
 
 def finish_requests(result: ParseResult, frame: pl.DataFrame, display: str) -> None:
+    """Add a tester's requests: outcome from their evidence (`ok`, `http_status`, `error`,
+    and the tester's own `_word` / `_cancelled` where it has them), run, warm-up."""
+
+    def column(name: str) -> pl.Expr | None:
+        return pl.col(name) if name in frame.columns else None
+
+    if frame.width:
+        frame = frame.with_columns(
+            outcome.classify(
+                ok=column("ok"),
+                http_status=column("http_status"),
+                error=column("error"),
+                status_word=column("_word"),
+                cancelled=column("_cancelled"),
+            )
+        ).with_columns(outcome.ok_of(pl.col("outcome")))
     frame = frame.with_columns(
         pl.lit(display).alias("run"),
         pl.col("warmup").fill_null(False)

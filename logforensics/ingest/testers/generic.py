@@ -9,7 +9,7 @@ import json
 import polars as pl
 
 from logforensics import timeparse
-from logforensics.ingest import register_file_format
+from logforensics.ingest import outcome, register_file_format
 from logforensics.ingest.base import (
     FileFormat,
     ParseContext,
@@ -129,25 +129,25 @@ def normalise_generic(frame: pl.DataFrame, display: str, client_tz: str) -> pl.D
     status_text = get("status", pl.Utf8).str.to_lowercase()
     http_status = pl.coalesce(get("http_status", pl.Int64), get("status", pl.Int64))
     error = get("error", pl.Utf8)
-    ok = pl.coalesce(
-        get("ok", pl.Boolean),
-        pl.when(status_text.is_in(["ok", "success", "succeeded", "successful"]))
-        .then(True)
-        .when(status_text.is_in(["error", "errored", "failed", "failure", "timeout", "incomplete"]))
-        .then(False),
-        pl.when(http_status.is_not_null()).then(http_status.is_between(200, 299) & error.is_null()),
-        error.is_null(),
+    result = outcome.classify(
+        ok=get("ok", pl.Boolean),
+        http_status=http_status,
+        error=error,
+        status_word=pl.when(get("status", pl.Int64).is_null()).then(status_text),
+        output_tokens=get("output_tokens", pl.Int64),
     )
     return frame.select(
         pl.lit(display).alias("run"),
         get("step", pl.Int64).alias("step"),
+        get("concurrency", pl.Int64).alias("concurrency"),
         get("index", pl.Int64).alias("index"),
         started.alias("started_at"),
         pl.coalesce(
             ended, started + pl.duration(microseconds=(latency * 1e6).cast(pl.Int64))
         ).alias("ended_at"),
         latency.alias("latency_s"),
-        ok.alias("ok"),
+        outcome.ok_of(result),
+        result,
         http_status.alias("http_status"),
         error.alias("error"),
         get("output_tokens", pl.Int64).alias("output_tokens"),

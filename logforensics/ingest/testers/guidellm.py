@@ -191,12 +191,9 @@ class GuideLLMReport(FileFormat):
             to_seconds(start).alias("_start"),
             to_seconds(end).alias("_end"),
             first_column(f, "request_latency", dtype=pl.Float64).alias("latency_s"),
-            (status == "successful").alias("ok"),
+            status.alias("_word"),  # successful | incomplete (cancelled) | errored
             status_from_text(error).alias("http_status"),
-            pl.when(status == "successful")
-            .then(pl.lit(None, dtype=pl.Utf8))
-            .otherwise(pl.coalesce(error, pl.format("{} (no error text)", status)))
-            .alias("error"),
+            pl.when(status != "successful").then(error).alias("error"),
             pl.coalesce(
                 first_column(f, "output_tokens", dtype=pl.Int64),
                 first_column(f, "output_metrics.total_tokens", dtype=pl.Int64),

@@ -115,7 +115,7 @@ class K6Json(FileFormat):
             ((end.dt.epoch("us") / 1e6) - duration_s).alias("_start"),
             (end.dt.epoch("us") / 1e6).alias("_end"),
             duration_s.alias("latency_s"),
-            ok.fill_null(False).alias("ok"),
+            ok.alias("ok"),
             pl.when(status > 0).then(status).alias("http_status"),
             pl.when(~ok.fill_null(False))
             .then(

@@ -8,7 +8,7 @@ import re
 
 import polars as pl
 
-from logforensics.ingest import register_file_format
+from logforensics.ingest import outcome, register_file_format
 from logforensics.ingest.base import (
     FileFormat,
     ParseContext,
@@ -69,17 +69,19 @@ class SeedRows(FileFormat):
         ).fill_null(False)
         flat = flat.with_columns(restart.cum_sum().alias("block")).filter(~pl.col("is_header"))
         flat = flat.with_columns((pl.col("block").rank("dense")).cast(pl.Int64).alias("step"))
-        outcome = pl.coalesce(pl.col("4"), pl.col("5"))
+        text = pl.coalesce(pl.col("4"), pl.col("5"))
+        result_of = outcome.classify(error=text)
         frame = flat.select(
             pl.lit(source.display).alias("run"),
             "step",
             "index",
             pl.col("2").cast(pl.Float64).alias("latency_s"),
-            (outcome == "OK").alias("ok"),
-            outcome.str.extract(r"(?:HTTP Error |status(?: code)?:? ?)(\d{3})", 1)
+            outcome.ok_of(result_of),
+            result_of,
+            text.str.extract(r"(?:HTTP Error |status(?: code)?:? ?)(\d{3})", 1)
             .cast(pl.Int64)
             .alias("http_status"),
-            pl.when(outcome != "OK").then(outcome).alias("error"),
+            pl.when(text != "OK").then(text).alias("error"),
             pl.col("3").cast(pl.Int64).alias("output_tokens"),
             pl.lit(False).alias("warmup"),
             source_expr(source.display).alias("source"),

@@ -200,10 +200,7 @@ class VllmBench(FileFormat):
             )
             if "latencies" not in arrays and "ttfts" in arrays:
                 notes.append(f"{prefix}no `latencies` array (older script): latency = ttft + Σ itl")
-            error = (
-                pl.when(err != "").then(err).when(ok.is_null()).then(pl.lit("outcome not recorded"))
-            )
-            ok = ok.fill_null(False)
+            error = pl.when(err != "").then(err)  # no evidence either way: outcome unknown
             f = f.select(
                 pl.lit(step, dtype=pl.Int64).alias("step"),
                 pl.col("_i").cast(pl.Int64).alias("index"),
@@ -217,7 +214,7 @@ class VllmBench(FileFormat):
             ).with_columns((pl.col("_start") + pl.col("latency_s")).alias("_end"))
             frames.append(f)
             have_ok = f.filter(pl.col("ok").fill_null(False)).height
-            have_failed = f.filter(~pl.col("ok").fill_null(True)).height
+            have_failed = f.filter(~pl.col("ok").fill_null(True)).height  # unknown: neither
             if completed is not None and (have_ok, have_failed) != (completed, failed or 0):
                 short_ok = max(0, int(completed) - have_ok)
                 short_failed = max(0, int(failed or 0) - have_failed)
