@@ -57,6 +57,7 @@ def load(folder: Path, entry: str) -> tuple[FileFormat, ParseResult] | None:
         formats=meta["formats"],
         span=_times(meta["span"]),
         instance_spans={k: _times(v) for k, v in meta["instance_spans"].items()},
+        addresses=meta["addresses"],
     )
     return FILE_FORMATS[meta["format"]], result
 
@@ -82,6 +83,7 @@ def store(folder: Path, entry: str, fmt: FileFormat, result: ParseResult) -> Non
         "formats": result.formats,
         "span": _iso(result.span),
         "instance_spans": {k: _iso(v) for k, v in result.instance_spans.items()},
+        "addresses": result.addresses,
     }
     (target / "meta.json").write_text(json.dumps(meta))  # written last: it marks the entry complete
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import textwrap
 from pathlib import Path
 
 from logforensics.ingest import ParseContext
@@ -80,6 +81,11 @@ def _fit(text: str, width: int = WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _wrapped(text: str) -> list[str]:
+    """A note in 100 columns, continued under its first word."""
+    return textwrap.wrap(text, WIDTH, subsequent_indent=" " * 10, break_on_hyphens=False)
+
+
 def _common_folder(paths: list[str]) -> Path | None:
     """The deepest folder holding every input (None if they share only the root)."""
     parents = [os.path.abspath(Path(p).parent) for p in paths]
@@ -136,14 +142,14 @@ def render_detect_table(rows: list[dict]) -> str:
         if several:
             out.append(_fit(f"    instances: {instance}"))
         if row.get("skipped"):
-            out.append(_fit(f"    skipped: {_printable(row['skipped'])}"))
+            out += _wrapped(f"    skipped: {_printable(row['skipped'])}")
         if row.get("formats") and row["formats"] != [row.get("format")]:
             out.append(_fit(f"    lines: {', '.join(row['formats'])}"))
         if row.get("records"):
             records = " ".join(f"{k}={v}" for k, v in sorted(row["records"].items()))
             out.append(_fit(f"    records: {records}{_span(row.get('span'))}"))
         for note in row.get("notes") or []:
-            out.append(_fit(f"    note: {_printable(note)}"))
+            out += _wrapped(f"    note: {_printable(note)}")
         shapes = row.get("unparsed_shapes") or []
         for shape in shapes[:SHAPES_SHOWN]:
             out.append(

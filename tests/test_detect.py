@@ -45,7 +45,9 @@ def test_detect_the_sample_folder():
     assert nginx["records"] == {"proxy_requests": 6, "proxy_events": 2}
     assert nginx["span"] == ["2026-02-24T06:16:03Z", "2026-02-24T06:17:08Z"]
     assert rows["gpu-1.txt"]["formats"] == ["prometheus_scrape"]
-    assert rows["gpu-1.txt"]["instance"] == "gpu-1"
+    # a scrape beside vllm-0's log that no evidence ties to it (nor to a gpu-1 log)
+    assert rows["gpu-1.txt"]["instance"] is None
+    assert rows["gpu-1.txt"]["notes"][-1].startswith("metrics of an unknown instance")
     assert rows["empty.log"]["skipped"] == "empty file"
     assert rows["empty.log"]["formats"] == []
     for row in rows.values():

@@ -221,6 +221,8 @@ class ParseResult:
     span: tuple | None = None  # (first, last) time the file covers, where lines carry times
     # per instance, where one file holds several (kubectl logs --prefix)
     instance_spans: dict[str, tuple] = field(default_factory=dict)
+    # instance → the host:port addresses its own start-up lines name, as printed
+    addresses: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def unparsed(self) -> int:
@@ -330,3 +332,4 @@ class Claim:
     records: pl.Series  # line_no values
     noise: pl.Series = field(default_factory=lambda: pl.Series("line_no", [], dtype=pl.Int64))
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+    addresses: dict[str, list[str]] = field(default_factory=dict)  # see ParseResult.addresses

@@ -132,6 +132,11 @@ class PrometheusScrape(FileFormat):
         result.set_unparsed(unparsed)
         if source.undecodable_bytes:
             result.notes.append("file holds bytes that are not UTF-8; they were replaced")
+        labelled = (
+            samples["labels"].str.extract(r'(?:^|,)\s*instance="([^"]+)"', 1).drop_nulls().unique()
+        )
+        if labelled.len():  # a Prometheus server's copy names where it scraped (host:port)
+            result.addresses[source.instance] = sorted(labelled.to_list())
         if known.is_empty():
             result.notes.append("no vLLM or SGLang metrics in this scrape")
             return result

@@ -316,6 +316,9 @@ def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult,
         result.noise += noise.len()
         for table, frame in claim.tables.items():
             result.add(table, frame)
+        for instance, addresses in claim.addresses.items():
+            known = result.addresses.setdefault(instance, [])
+            known += [a for a in addresses if a not in known]
         for series, status in ((records, "parsed"), (noise, "noise")):
             fates.append(
                 pl.DataFrame({"line_no": series}).with_columns(

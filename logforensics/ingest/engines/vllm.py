@@ -306,3 +306,73 @@ class VllmShutdown(RegexLineFormat):
             .fill_null(False)
         )
         return Claim(records=no_lines(), noise=lines.filter(phase)["line_no"])
+
+
+# "Starting vLLM server on http://127.0.0.1:8001" (0.32), "Starting vLLM API server 0 on
+# http://0.0.0.0:8000" (0.10–0.11), older "Starting vLLM API server on …", uvicorn's own.
+LISTEN_URL_RE = (
+    r"(?:Starting vLLM (?:API )?server(?: \d+)? on|Uvicorn running on) "
+    r"(?:https?://)?(?P<address>[^\s/]+)"
+)
+ARGS_RE = r"non-default args: \{"
+
+
+@register_line_format
+class VllmListenAddress(RegexLineFormat):
+    """The address an instance serves on, from its own start-up lines (noise otherwise).
+
+    A proxy's upstream address or a saved ``/metrics`` scrape named by port is
+    mapped to the instance whose start-up lines name that address
+    (`ParseResult.addresses`). From ``non-default args: {…}`` only a printed
+    ``'port'`` (with ``'host'`` where printed: ``host:port``, else ``:port``).
+    """
+
+    name = "vllm_listen_address"
+    priority = 16
+    samples = (
+        Sample(
+            "corpus kv-tiny instance-1.log (vLLM 0.32.0 start-up)",
+            "(APIServer pid=31372) INFO 11-29 16:07:48 [api_utils.py:286] non-default args: "
+            "{'model_tag': '/srv/llm/tiny-llama', 'host': '127.0.0.1', 'port': 8001, 'model': "
+            "'/srv/llm/tiny-llama', 'dtype': 'bfloat16', 'max_model_len': 1024}\n"
+            "(APIServer pid=31372) INFO 11-29 16:08:40 [entry.py:140] Starting vLLM server on "
+            "http://127.0.0.1:8001",
+            status="noise",
+        ),
+        Sample(
+            "vllm/entrypoints/openai/api_server.py (0.10: 'Starting vLLM API server %d on %s'); "
+            "uvicorn/server.py ('Uvicorn running on %s://%s:%d (Press CTRL+C to quit)')",
+            "INFO 02-24 05:58:41 [api_server.py:1818] Starting vLLM API server 0 on "
+            "http://0.0.0.0:8000\n"
+            "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+            status="noise",
+        ),
+    )
+    decisive = False
+    pattern = LISTEN_URL_RE + "|" + ARGS_RE
+
+    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
+        msg = pl.col("msg")
+        gate = (
+            msg.str.contains("Starting vLLM", literal=True)
+            | msg.str.contains("non-default args", literal=True)
+            | msg.str.contains("Uvicorn running on", literal=True)
+        )
+        hits = lines.filter(gate).filter(msg.str.contains(self.pattern))
+        if hits.is_empty():
+            return Claim(records=no_lines())
+        host = msg.str.extract(r"'host': '([^']+)'", 1)
+        port = msg.str.extract(r"'port': (\d+)", 1)
+        found = hits.select(
+            "instance",
+            pl.coalesce(
+                msg.str.extract(LISTEN_URL_RE, 1),
+                pl.when(port.is_not_null()).then(
+                    pl.concat_str([host.fill_null(""), pl.lit(":"), port])
+                ),
+            ).alias("address"),
+        ).drop_nulls()
+        addresses: dict[str, list[str]] = {}
+        for instance, address in found.unique(maintain_order=True).iter_rows():
+            addresses.setdefault(instance, []).append(address)
+        return Claim(records=no_lines(), noise=hits["line_no"], addresses=addresses)
