@@ -18,7 +18,7 @@ from logforensics.correlate import attribute, balance, clock, proxy, reach, step
 from logforensics.correlate.records import inference_records
 from logforensics.diagnose import Thresholds, Verdict, diagnose
 from logforensics.ingest import InputError, ParseContext, SourceFile
-from logforensics.inputs import InputFile, Inputs, expand, load
+from logforensics.ingest.inputs import InputFile, Inputs, expand, load
 
 JSON_FORMAT_VERSION = 3
 CAPPED_MIN_STEPS = 3  # an instance's count fixed across this many steps...
@@ -209,6 +209,7 @@ def _input_dict(f: InputFile) -> dict:
         "records": f.records,
         "span": [_iso(f.span[0]), _iso(f.span[1])] if f.span else None,
         "unparsed_examples": [{"line": n, "text": t} for n, t in f.unparsed_examples],
+        "unparsed_shapes": f.unparsed_shapes,
         "notes": f.notes,
         "skipped": f.skipped,
     }
@@ -322,7 +323,11 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         tables["proxy_requests"], tables["proxy_events"]
     )
     upstreams = proxy.map_upstreams(
-        tables["proxy_requests"], tables["server_requests"], options.upstreams, records
+        tables["proxy_requests"],
+        tables["server_requests"],
+        options.upstreams,
+        records,
+        addresses=inputs.addresses,
     )
     requests, proxy_clock = proxy.attribute(
         requests, tables["proxy_requests"], upstreams, options.proxy_offset_s

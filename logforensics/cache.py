@@ -52,10 +52,12 @@ def load(folder: Path, entry: str) -> tuple[FileFormat, ParseResult] | None:
         parsed=meta["parsed"],
         noise=meta["noise"],
         unparsed_examples=[tuple(x) for x in meta["unparsed_examples"]],
+        unparsed_shapes=meta["unparsed_shapes"],
         notes=meta["notes"],
         formats=meta["formats"],
         span=_times(meta["span"]),
         instance_spans={k: _times(v) for k, v in meta["instance_spans"].items()},
+        addresses=meta["addresses"],
     )
     return FILE_FORMATS[meta["format"]], result
 
@@ -76,10 +78,12 @@ def store(folder: Path, entry: str, fmt: FileFormat, result: ParseResult) -> Non
         "parsed": result.parsed,
         "noise": result.noise,
         "unparsed_examples": result.unparsed_examples,
+        "unparsed_shapes": result.unparsed_shapes,
         "notes": result.notes,
         "formats": result.formats,
         "span": _iso(result.span),
         "instance_spans": {k: _iso(v) for k, v in result.instance_spans.items()},
+        "addresses": result.addresses,
     }
     (target / "meta.json").write_text(json.dumps(meta))  # written last: it marks the entry complete
 

@@ -1,6 +1,6 @@
 """What each input file is, before any analysis: the `detect` command's data.
 
-`detect_paths` reads the inputs once, through `logforensics.inputs.load`
+`detect_paths` reads the inputs once, through `logforensics.ingest.inputs.load`
 (the very parse `analyze` does), and reports per file its formats, the
 account of its lines, the records it gave, the time it covers and the
 instance it names. `render_detect_table` prints that as a plain-text table.
@@ -9,10 +9,12 @@ instance it names. `render_detect_table` prints that as a plain-text table.
 from __future__ import annotations
 
 import datetime as dt
+import os
+import textwrap
 from pathlib import Path
 
 from logforensics.ingest import ParseContext
-from logforensics.inputs import InputFile, load
+from logforensics.ingest.inputs import InputFile, load
 
 
 def _iso(value) -> str | None:
@@ -38,6 +40,7 @@ def _row(f: InputFile) -> dict:
         "span": [_iso(f.span[0]), _iso(f.span[1])] if f.span else None,
         "instance": f.instance,
         "unparsed_examples": [{"line": n, "text": t} for n, t in f.unparsed_examples],
+        "unparsed_shapes": [dict(shape) for shape in f.unparsed_shapes],
         "notes": list(f.notes),
         "skipped": f.skipped,
     }
@@ -52,7 +55,8 @@ def detect_paths(
 
     Keys: path, format, formats, role, lines, parsed, unparsed, noise,
     records ({table: rows}), span ([start, end] ISO 8601 UTC, or None),
-    instance, unparsed_examples ([{line, text}]), notes, skipped.
+    instance, unparsed_examples ([{line, text}]), unparsed_shapes ([{shape, count,
+    first_line, example}], most frequent first), notes, skipped.
     """
     inputs = load([Path(p) for p in paths], ctx, instance_names)
     rows = [_row(f) for f in inputs.files]
@@ -65,52 +69,102 @@ def detect_paths(
     return rows
 
 
-COLUMNS = ("path", "formats", "instance", "lines", "parsed", "noise", "unparsed", "records", "span")
+WIDTH = 100
+SHAPES_SHOWN = 10  # a file's shapes printed; the rest are counted
 
 
-def _cell(row: dict, column: str) -> str:
-    value = row.get(column)
-    if column == "formats":
-        return ",".join(value) if value else "-"
-    if column == "records":
-        return " ".join(f"{k}={v}" for k, v in sorted(value.items())) if value else "-"
-    if column == "span":
-        return f"{value[0]} .. {value[1]}" if value else "-"
-    if value is None:
-        return "-"
-    return str(value)
+def _printable(text: str) -> str:
+    return "".join(ch if ch.isprintable() else "?" for ch in text.replace("\t", " "))
+
+
+def _fit(text: str, width: int = WIDTH) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _wrapped(text: str) -> list[str]:
+    """A note in 100 columns, continued under its first word."""
+    return textwrap.wrap(text, WIDTH, subsequent_indent=" " * 10, break_on_hyphens=False)
+
+
+def _common_folder(paths: list[str]) -> Path | None:
+    """The deepest folder holding every input (None if they share only the root)."""
+    parents = [os.path.abspath(Path(p).parent) for p in paths]
+    if not parents:
+        return None
+    common = Path(os.path.commonpath(parents))
+    return None if common == Path(common.anchor) else common
+
+
+def _relative(path: str, common: Path | None) -> str:
+    return os.path.relpath(os.path.abspath(path), common) if common else path
+
+
+def _span(span) -> str:
+    if not span:
+        return ""
+    start, end = span
+    if start[:10] == end[:10]:
+        end = end[11:]
+    return f"; span {start} .. {end}"
 
 
 def render_detect_table(rows: list[dict]) -> str:
-    """A plain-text table: one line per file, then its notes and first unparsed lines."""
-    header = [c.upper() for c in COLUMNS]
-    cells = [[_cell(r, c) for c in COLUMNS] for r in rows]
-    widths = [
-        max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(header)
-    ]
-    numeric = {"lines", "parsed", "noise", "unparsed"}
+    """A plain-text account in 100 columns: one line per file (path relative to the folder
+    all inputs share), then its records, notes and the shapes of its unparsed lines."""
+    common = _common_folder([r["path"] for r in rows])
+    names = [_relative(r["path"], common) for r in rows]
+    formats = [r.get("format") or "-" for r in rows]
+    fmt_w = min(20, max([6, *map(len, formats)]))
+    inst_w = 12
+    # the rest of the row takes 1 + fmt + 1 + inst + 1 + 31 columns; a longer name gets its own line
+    name_w = min(WIDTH - fmt_w - inst_w - 34, max([4, *map(len, names)]))
 
-    def fmt(values: list[str]) -> str:
-        parts = [
-            v.rjust(w) if COLUMNS[i] in numeric else v.ljust(w)
-            for i, (v, w) in enumerate(zip(values, widths, strict=True))
-        ]
-        return "  ".join(parts).rstrip()
+    def line(name, fmt, inst, *numbers) -> str:
+        cells = [_fit(name, name_w).ljust(name_w), _fit(fmt, fmt_w).ljust(fmt_w)]
+        cells.append(_fit(inst, inst_w).ljust(inst_w))
+        cells += [str(n).rjust(w) for n, w in zip(numbers, (7, 7, 7, 8), strict=True)]
+        return " ".join(cells).rstrip()
 
-    out = [fmt(header), fmt(["-" * w for w in widths])]
-    for row, values in zip(rows, cells, strict=True):
-        out.append(fmt(values))
+    out = []
+    if common:
+        out.append(_fit(f"files under {common}/"))
+    out.append(line("FILE", "FORMAT", "INSTANCE", "LINES", "PARSED", "NOISE", "UNPARSED"))
+    for row, name, fmt in zip(rows, names, formats, strict=True):
+        if len(name) > name_w:
+            out.append(_fit(name))
+            name = ""
+        instance = row.get("instance") or "-"
+        several = len(instance) > inst_w
+        out.append(
+            line(name, fmt, f"{instance.count(',') + 1} pods" if several else instance,
+                 row["lines"], row["parsed"], row["noise"], row["unparsed"])
+        )  # fmt: skip
+        if several:
+            out.append(_fit(f"    instances: {instance}"))
         if row.get("skipped"):
-            out.append(f"    skipped: {row['skipped']}")
+            out += _wrapped(f"    skipped: {_printable(row['skipped'])}")
+        if row.get("formats") and row["formats"] != [row.get("format")]:
+            out.append(_fit(f"    lines: {', '.join(row['formats'])}"))
+        if row.get("records"):
+            records = " ".join(f"{k}={v}" for k, v in sorted(row["records"].items()))
+            out.append(_fit(f"    records: {records}{_span(row.get('span'))}"))
         for note in row.get("notes") or []:
-            out.append(f"    note: {note}")
-        for example in row.get("unparsed_examples") or []:
-            text = example["text"].replace("\t", " ")
-            text = "".join(ch if ch.isprintable() else "?" for ch in text)
-            out.append(f"    unparsed line {example['line']}: {text[:100]}")
+            out += _wrapped(f"    note: {_printable(note)}")
+        shapes = row.get("unparsed_shapes") or []
+        for shape in shapes[:SHAPES_SHOWN]:
+            out.append(
+                _fit(
+                    f"    unparsed {shape['count']}× from line {shape['first_line']}: "
+                    f"{_printable(shape['example'])}"
+                )
+            )
+        rest = row["unparsed"] - sum(s["count"] for s in shapes[:SHAPES_SHOWN])
+        if shapes and rest > 0:
+            out.append(f"    unparsed: {rest} more line(s) in other shapes")
     total = {k: sum(r[k] for r in rows) for k in ("lines", "parsed", "noise", "unparsed")}
+    skipped = sum(1 for r in rows if r.get("skipped"))
     out.append(
-        f"{len(rows)} file(s): {total['lines']} lines, {total['parsed']} parsed, "
-        f"{total['noise']} noise, {total['unparsed']} unparsed"
+        f"{len(rows)} file(s), {skipped} skipped: {total['lines']} lines, {total['parsed']} "
+        f"parsed, {total['noise']} noise, {total['unparsed']} unparsed"
     )
     return "\n".join(out) + "\n"

@@ -21,11 +21,14 @@ SOURCE = pl.Int64  # see `source_id`
 CLIENT_REQUESTS = {
     "run": pl.Categorical,  # the file or block the request came from (one value a file)
     "step": pl.Int64,  # load step as the client recorded it (None if unknown)
+    # what the tester configured for this request's step (None where no metadata says)
+    "concurrency": pl.Int64,
     "index": pl.Int64,  # request number within its step
     "started_at": UTC_US,
     "ended_at": UTC_US,
     "latency_s": pl.Float64,
-    "ok": pl.Boolean,
+    "ok": pl.Boolean,  # True only for outcome ok; null when the outcome is unknown
+    "outcome": pl.Utf8,  # ingest.outcome's vocabulary: ok | timeout | refused | reset | ...
     "http_status": pl.Int64,
     "error": pl.Utf8,
     "output_tokens": pl.Int64,

@@ -260,6 +260,10 @@ def redact(analysis: Analysis, redactor: Redactor | None = None) -> Analysis:
                 dataclasses.replace(
                     x,
                     unparsed_examples=[(n, r.text(t)) for n, t in x.unparsed_examples],
+                    unparsed_shapes=[
+                        {**s, "shape": r.text(s["shape"]), "example": r.text(s["example"])}
+                        for s in x.unparsed_shapes
+                    ],
                     notes=[r.text(n) for n in x.notes],
                     skipped=r.text(x.skipped) if x.skipped else x.skipped,
                 )

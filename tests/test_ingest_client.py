@@ -244,7 +244,7 @@ def _big_jsonl(path, change=None, lines=40_000):
 def test_what_the_schema_sample_misses_is_still_read(tmp_path, change):
     """The fast read takes its schema from a sample; whatever the sample cannot see must
     come out exactly as reading every line with full inference gives it."""
-    from logforensics.ingest.client import normalise_generic
+    from logforensics.ingest.testers.generic import normalise_generic
 
     path = _big_jsonl(tmp_path / "big.jsonl", change)
     rows = parse(path)[1].table("client_requests")

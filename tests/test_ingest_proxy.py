@@ -48,9 +48,9 @@ from logforensics.ingest import (
     ParseContext,
     SourceFile,
     detect,
-    proxylogs,
 )
-from logforensics.inputs import load
+from logforensics.ingest.inputs import load
+from logforensics.ingest.proxies import nginx as proxylogs
 from logforensics.model import source_id
 from logforensics.model import source_labels as labels
 

@@ -560,7 +560,7 @@ def test_robustness_garbage_binary_huge_line_crlf_truncated(tmp_path):
 
 
 def test_empty_and_binary_files_are_skipped_with_a_reason(tmp_path):
-    from logforensics.inputs import load
+    from logforensics.ingest.inputs import load
 
     (tmp_path / "empty.log").write_bytes(b"")
     (tmp_path / "blob.bin").write_bytes(bytes(range(256)) * 64)

@@ -1,8 +1,9 @@
 """Read any mix of files and folders into the canonical tables.
 
 Formats register themselves here by name (`register_file_format`,
-`register_line_format`); `detect` picks the file format whose `sniff`
-accepts a file's first lines.
+`register_line_format`), each with an explicit, unique `priority`: file
+formats are sniffed and line formats claim lines in that order. `detect`
+picks the first file format whose `sniff` accepts a file's first lines.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from logforensics.ingest.base import (
     LineFormat,
     ParseContext,
     ParseResult,
+    Sample,
     SourceFile,
 )
 
@@ -21,18 +23,30 @@ FILE_FORMATS: dict[str, FileFormat] = {}
 LINE_FORMATS: dict[str, LineFormat] = {}
 
 
+def _register(registry: dict, cls) -> None:
+    clash = [f.name for f in registry.values() if f.priority == cls.priority]
+    if clash or cls.name in registry:
+        raise ValueError(
+            f"format {cls.name}: priority {cls.priority} or name already taken {clash}"
+        )
+    registry[cls.name] = cls()
+    ordered = sorted(registry.values(), key=lambda fmt: fmt.priority)
+    registry.clear()
+    registry.update((fmt.name, fmt) for fmt in ordered)
+
+
 def register_file_format(cls):
-    FILE_FORMATS[cls.name] = cls()
+    _register(FILE_FORMATS, cls)
     return cls
 
 
 def register_line_format(cls):
-    LINE_FORMATS[cls.name] = cls()
+    _register(LINE_FORMATS, cls)
     return cls
 
 
 def detect(source: SourceFile) -> FileFormat | None:
-    """The first registered file format whose sniff accepts the file, if any."""
+    """The first file format (by priority) whose sniff accepts the file, if any."""
     head = source.head()
     if not head:
         return None
@@ -42,8 +56,21 @@ def detect(source: SourceFile) -> FileFormat | None:
     return None
 
 
-# Registration order is sniff order: specific formats before general ones.
-from logforensics.ingest import loadtesters, client, serverlog  # noqa: E402,F401,I001
+# Importing a format's module registers it; the order of imports does not matter.
+from logforensics.ingest import metrics, noise, pylogs, serverlog  # noqa: E402,F401,I001
+from logforensics.ingest.engines import sglang, tgi, vllm  # noqa: E402,F401,I001
+from logforensics.ingest.proxies import envoy, haproxy, litellm, nginx, traefik, vllm_router  # noqa: E402,F401,I001
+from logforensics.ingest.testers import (  # noqa: E402,F401,I001
+    aiperf,
+    generic,
+    genai_perf,
+    guidellm,
+    k6,
+    llmperf,
+    locust,
+    seed,
+    vllm_bench,
+)
 
 __all__ = [
     "Claim",
@@ -54,6 +81,7 @@ __all__ = [
     "LineFormat",
     "ParseContext",
     "ParseResult",
+    "Sample",
     "SourceFile",
     "detect",
     "register_file_format",

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
-import io
-import json
 import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -25,6 +23,7 @@ from typing import ClassVar
 import polars as pl
 
 from logforensics import model
+from logforensics.ingest.shapes import shapes_of
 
 SNIFF_LINES = 40
 UNPARSED_EXAMPLES = 5
@@ -216,15 +215,24 @@ class ParseResult:
     parsed: int = 0
     noise: int = 0
     unparsed_examples: list[tuple[int, str]] = field(default_factory=list)
+    unparsed_shapes: list[dict] = field(default_factory=list)  # see ingest.shapes
     notes: list[str] = field(default_factory=list)
     formats: list[str] = field(default_factory=list)
     span: tuple | None = None  # (first, last) time the file covers, where lines carry times
     # per instance, where one file holds several (kubectl logs --prefix)
     instance_spans: dict[str, tuple] = field(default_factory=dict)
+    # instance → the host:port addresses its own start-up lines name, as printed
+    addresses: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def unparsed(self) -> int:
         return self.lines - self.parsed - self.noise
+
+    def set_unparsed(self, lines: pl.DataFrame) -> None:
+        """Show the unparsed lines (`line_no`, `text`): the first few, and every shape."""
+        first = lines.select("line_no", "text").sort("line_no").head(UNPARSED_EXAMPLES)
+        self.unparsed_examples = [(n, t[:300]) for n, t in first.iter_rows()]
+        self.unparsed_shapes = shapes_of(lines)
 
     def table(self, name: str) -> pl.DataFrame:
         return self.tables.get(name, model.empty(name))
@@ -249,11 +257,42 @@ class ParseContext:
     scraped_at: dt.datetime | None = None
 
 
+SAMPLES_DIR = Path(__file__).parent / "samples"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """Real text a format must read, and where it came from.
+
+    `text` holds lines as they appear in a file; a whole-file sample names a
+    file under ``ingest/samples/`` instead. `role` is the file role a line
+    sample is read in (``server`` or ``proxy``), `status` what its lines
+    become (``parsed`` or ``noise``), `tables` the rows it gives, where said.
+    The registry test reads every sample with every format.
+    """
+
+    origin: str
+    text: str = ""
+    file: str = ""
+    role: str = "server"
+    status: str = "parsed"
+    tables: tuple[tuple[str, int], ...] = ()
+
+    def read(self) -> str:
+        return (SAMPLES_DIR / self.file).read_text() if self.file else self.text
+
+
 class FileFormat:
-    """A format read a whole file at a time. Subclasses register themselves."""
+    """A format read a whole file at a time. Subclasses register themselves.
+
+    `priority` is the sniff order (lower first, unique); `samples` the real
+    files it must read.
+    """
 
     name: ClassVar[str]
-    role: ClassVar[str]  # "client" or "server"
+    role: ClassVar[str]  # "client", "server" or "proxy"
+    priority: ClassVar[int]
+    samples: ClassVar[tuple[Sample, ...]] = ()
 
     def sniff(self, head: list[str]) -> bool:
         raise NotImplementedError
@@ -269,9 +308,15 @@ class LineFormat:
     `line_no`, `text` (as in the file), `body` (runtime prefix stripped),
     `at` / `at_precision_s` (the best time known for the line) and `instance`.
     It returns a `Claim`: which lines it recognised and the rows they gave.
+    `priority` is the claim order (lower first, unique); `samples` the real
+    lines it must claim.
     """
 
     name: ClassVar[str]
+    priority: ClassVar[int]
+    samples: ClassVar[tuple[Sample, ...]] = ()
+    fallback: ClassVar[bool] = False  # takes what every other format left (claims overlap it)
+    supersedes: ClassVar[tuple[str, ...]] = ()  # later formats whose lines it claims on purpose
 
     def sniff(self, bodies: list[str]) -> bool:
         raise NotImplementedError
@@ -287,43 +332,4 @@ class Claim:
     records: pl.Series  # line_no values
     noise: pl.Series = field(default_factory=lambda: pl.Series("line_no", [], dtype=pl.Int64))
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
-
-
-def decode_json_objects(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """JSON-object lines decoded by polars (one pass); the lines that are not JSON objects.
-
-    Returns the decoded records (``line_no`` plus one column per top-level key)
-    and the bad lines (``line_no``, ``text``). Lines are inspected one by one
-    only when the vectorised pass fails.
-    """
-    candidates = lines.filter(pl.col("text").str.strip_chars() != "")
-    empty = pl.DataFrame(schema={"line_no": pl.Int64})
-    if candidates.is_empty():
-        return empty, candidates
-
-    def decode(frame: pl.DataFrame) -> pl.DataFrame:
-        # read_ndjson infers one schema over every line (str.json_decode needs one up front)
-        data = frame.select(pl.col("text").str.join("\n")).item().encode()
-        out = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
-        if out.height != frame.height:
-            raise ValueError("line count changed while decoding")
-        return out.with_columns(frame["line_no"])
-
-    try:
-        return decode(candidates), candidates.clear()
-    except (pl.exceptions.PolarsError, ValueError):  # some line is not a JSON object: find them
-        pass
-    good = []
-    for text in candidates["text"]:
-        try:
-            good.append(isinstance(json.loads(text), dict))
-        except ValueError:
-            good.append(False)
-    mask = pl.Series(good, dtype=pl.Boolean)
-    ok, bad = candidates.filter(mask), candidates.filter(~mask)
-    return (decode(ok) if ok.height else empty), bad
-
-
-def source_expr(display: str) -> pl.Expr:
-    """Each row's `source` (``file:line`` when rendered), from its `line_no`."""
-    return model.source_id(f"{display}:", pl.col("line_no"))
+    addresses: dict[str, list[str]] = field(default_factory=dict)  # see ParseResult.addresses

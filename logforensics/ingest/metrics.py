@@ -37,7 +37,8 @@ import polars as pl
 
 from logforensics import timeparse
 from logforensics.ingest import register_file_format
-from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, SourceFile, source_expr
+from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, Sample, SourceFile
+from logforensics.ingest.toolkit import source_expr
 
 SCRAPED_AT_RE = r"^#\s*(?:scraped[ _]at|scrape[ _]time|timestamp)\s*[:=]?\s*(?P<when>\S.*?)\s*$"
 SAMPLE_RE = (
@@ -80,6 +81,13 @@ def _is_exposition(head: list[str]) -> bool:
 @register_file_format
 class PrometheusScrape(FileFormat):
     name = "prometheus_scrape"
+    priority = 30
+    samples = (
+        Sample(
+            "corpus kv-tiny metrics-8001.txt (vLLM 0.32.0 /metrics, excerpt)",
+            file="vllm_metrics_scrape.txt",
+        ),
+    )
     role = "server"
 
     def sniff(self, head: list[str]) -> bool:
@@ -121,11 +129,14 @@ class PrometheusScrape(FileFormat):
             | pl.col("blank")
         ).height
         unparsed = frame.filter(pl.col("name").is_null() & ~pl.col("comment") & ~pl.col("blank"))
-        result.unparsed_examples = [
-            (n, t[:300]) for n, t in unparsed.head(5).select("line_no", "text").iter_rows()
-        ]
+        result.set_unparsed(unparsed)
         if source.undecodable_bytes:
             result.notes.append("file holds bytes that are not UTF-8; they were replaced")
+        labelled = (
+            samples["labels"].str.extract(r'(?:^|,)\s*instance="([^"]+)"', 1).drop_nulls().unique()
+        )
+        if labelled.len():  # a Prometheus server's copy names where it scraped (host:port)
+            result.addresses[source.instance] = sorted(labelled.to_list())
         if known.is_empty():
             result.notes.append("no vLLM or SGLang metrics in this scrape")
             return result

@@ -22,7 +22,7 @@ nginx side-car). Each line first loses its runtime prefixes, outermost first:
   ``(VllmWorker rank=0 pid=…) ``, Ray's ``(RayWorkerVllm pid=…) ``;
 * vLLM's own ``INFO 02-24 06:16:03 [file.py:12] `` stamp (kept as `level`).
 
-Then every registered line format, in its `order`, takes the lines it
+Then every registered line format, in its `priority`, takes the lines it
 recognises. Whatever none takes is counted as unparsed and shown in the
 report, so ``parsed + noise + unparsed == lines`` always holds.
 """
@@ -34,17 +34,13 @@ import re
 import polars as pl
 
 from logforensics import timeparse
-from logforensics.ingest import (
-    LINE_FORMATS,
-    metrics,  # noqa: F401  (registers prometheus_scrape, sniffed before the log formats)
-    register_file_format,
-)
+from logforensics.ingest import LINE_FORMATS, register_file_format
 from logforensics.ingest.base import (
-    UNPARSED_EXAMPLES,
     FileFormat,
     LineFormat,
     ParseContext,
     ParseResult,
+    Sample,
     SourceFile,
 )
 
@@ -63,6 +59,11 @@ MONTHS = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
 BSD_PREFIX_RE = (
     rf"^(?:<\d{{1,3}}>)?(?P<bsd>(?:{MONTHS}) [ \d]?\d \d{{2}}:\d{{2}}:\d{{2}}(?:\.(?P<bsdfrac>\d{{1,6}}))?)"
     r" (?:\S+ )?[^\s\[\]:]+(?:\[\d+\])?: ?"
+)
+# RFC 5424: "<PRI>1 TIMESTAMP HOST APP PROCID MSGID SD " (HAProxy's `log … format rfc5424`).
+RFC5424_PREFIX_RE = (
+    r"^<\d{1,3}>1 (?P<r5>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.(?P<r5frac>\d{1,9}))?"
+    r"(?:Z|[+-]\d{2}:\d{2})) \S+ \S+ \S+ \S+ (?:-|(?:\[[^\]]*\])+) ?"
 )
 BRACKET_PREFIX_RE = (
     r"^\[(?:(?P<bk>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,](?P<bkfrac>\d{1,6}))?)"
@@ -107,6 +108,7 @@ def _bsd_to_utc(text: pl.Expr, year: int, tz: str) -> pl.Expr:
 
 PREFIX_STEPS = (
     ("kubectl", KUBECTL_PREFIX_RE),
+    ("rfc5424", RFC5424_PREFIX_RE),
     ("iso", ISO_PREFIX_RE),
     ("bsd", BSD_PREFIX_RE),
     ("iso2", ISO_INNER_RE),
@@ -119,6 +121,7 @@ PREFIX_STEPS = (
 # so the costly extraction runs only for layers that do.
 PREFIX_GATES = {
     "kubectl": pl.col("_rest").str.starts_with("[pod/"),
+    "rfc5424": pl.col("_rest").str.contains(r"^<\d{1,3}>1 "),
     "iso": pl.col("_rest").str.contains(r"^\d{4}-\d{2}-\d{2}[T ]"),
     "bsd": pl.col("_rest").str.contains(rf"^(?:<\d{{1,3}}>)?(?:{MONTHS}) "),
     "iso2": pl.col("_rest").str.contains(r"^\d{4}-\d{2}-\d{2}[T ]"),
@@ -168,6 +171,9 @@ def _frac_precision(frac: str) -> pl.Expr:
 def _layer_times(frame: pl.DataFrame, present: set[str], year: int, server_tz: str):
     """Each present layer's (time, precision) expressions, outermost first, and the frame."""
     layers = []
+    if "rfc5424" in present:
+        frame = frame.with_columns(timeparse.parse_iso(frame["r5"], server_tz).alias("_r5_at"))
+        layers.append((pl.col("_r5_at"), _frac_precision("r5frac")))
     if "iso" in present:
         frame = frame.with_columns(
             timeparse.parse_iso(frame["iso"].str.replace(",", "."), server_tz).alias("_iso_at")
@@ -257,8 +263,8 @@ def split_prefixes(
 
 
 def ordered_line_formats() -> list[LineFormat]:
-    """Line formats in claim order: by `order`, then by registration."""
-    return sorted(LINE_FORMATS.values(), key=lambda fmt: getattr(fmt, "order", 50))
+    """Line formats in claim order (the registry keeps them by priority)."""
+    return list(LINE_FORMATS.values())
 
 
 def parse_lines(source: SourceFile, ctx: ParseContext, role: str = "server") -> ParseResult:
@@ -277,10 +283,15 @@ def classify_lines(source: SourceFile, ctx: ParseContext, role: str = "server") 
     return _run(source, ctx, role)[1]
 
 
-def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult, pl.DataFrame]:
-    lines = split_prefixes(source.lines, source.instance, ctx.year, ctx.server_tz).with_columns(
+def prepared_lines(source: SourceFile, ctx: ParseContext, role: str = "server") -> pl.DataFrame:
+    """The file's lines as every line format gets them: prefixes split, times, role, zone."""
+    return split_prefixes(source.lines, source.instance, ctx.year, ctx.server_tz).with_columns(
         pl.lit(role).alias("file_role"), pl.lit(ctx.server_tz).alias("file_tz")
     )
+
+
+def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult, pl.DataFrame]:
+    lines = prepared_lines(source, ctx, role)
     result = ParseResult(lines=lines.height)
     if lines["at"].is_not_null().any():
         result.span = (lines["at"].min(), lines["at"].max())
@@ -305,6 +316,9 @@ def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult,
         result.noise += noise.len()
         for table, frame in claim.tables.items():
             result.add(table, frame)
+        for instance, addresses in claim.addresses.items():
+            known = result.addresses.setdefault(instance, [])
+            known += [a for a in addresses if a not in known]
         for series, status in ((records, "parsed"), (noise, "noise")):
             fates.append(
                 pl.DataFrame({"line_no": series}).with_columns(
@@ -312,10 +326,7 @@ def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult,
                 )
             )
         unclaimed = unclaimed.filter(~pl.col("line_no").is_in(claimed.implode()))
-    result.unparsed_examples = [
-        (row["line_no"], row["text"][:300])
-        for row in unclaimed.head(UNPARSED_EXAMPLES).iter_rows(named=True)
-    ]
+    result.set_unparsed(unclaimed)
     fates.append(
         unclaimed.select(
             "line_no",
@@ -367,6 +378,12 @@ def _recognisers(head: list[str]) -> tuple[bool, set[str]]:
     return vllm, names
 
 
+def _proxy_only(vllm: bool, names: set[str]) -> bool:
+    """Only a proxy's lines (a gateway's container also prints uvicorn lines and tracebacks)."""
+    proxies = {n for n in names if getattr(LINE_FORMATS[n], "proxy", False)}
+    return not vllm and bool(proxies) and names <= proxies | SHARED_FORMATS
+
+
 @register_file_format
 class ProxyLog(FileFormat):
     """A log whose first lines only a proxy or gateway line format recognises.
@@ -379,13 +396,12 @@ class ProxyLog(FileFormat):
     """
 
     name = "proxy_log"
+    priority = 40
+    samples = (Sample("corpus kv-tiny nginx-access.log (nginx 1.22.1)", file="nginx-access.log"),)
     role = "proxy"
 
     def sniff(self, head: list[str]) -> bool:
-        vllm, names = _recognisers(head)
-        proxies = {n for n in names if getattr(LINE_FORMATS[n], "proxy", False)}
-        # A gateway's container also prints uvicorn access lines and tracebacks.
-        return not vllm and bool(proxies) and names <= proxies | SHARED_FORMATS
+        return _proxy_only(*_recognisers(head))
 
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
         result = parse_lines(source, ctx, role="proxy")
@@ -402,15 +418,17 @@ class ServerLog(FileFormat):
     """Any text log in which at least one registered line format recognises lines."""
 
     name = "server_log"
+    priority = 41
+    samples = (
+        Sample(
+            "corpus kv-tiny instance-1.log (vLLM 0.32.0 CPU, excerpt)", file="vllm-instance.log"
+        ),
+    )
     role = "server"
 
     def sniff(self, head: list[str]) -> bool:
         vllm, names = _recognisers(head)
-        return vllm or bool(names)
+        return (vllm or bool(names)) and not _proxy_only(vllm, names)
 
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
         return parse_lines(source, ctx)
-
-
-# Registers the line formats (their modules register in this order).
-from logforensics.ingest import enginelogs, lineformats, proxylogs  # noqa: E402,F401

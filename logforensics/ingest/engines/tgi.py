@@ -1,19 +1,5 @@
-"""Line formats of other model servers: SGLang and text-generation-inference.
+"""text-generation-inference router lines, from the project's source:
 
-Exact text, from the projects' source:
-
-* SGLang (``sgl-project/sglang`` ``python/sglang/srt/managers/scheduler.py`` and,
-  newer, ``scheduler_metrics_mixin.py``; ``PoolStats.get_*_usage_msg_parts``):
-  ``Decode batch. #running-req: %d, #token: %d, token usage: %.2f, [cuda graph:
-  %s, ]gen throughput (token/s): %.2f, #queue-req: %d`` (newer: ``Decode batch,``
-  and ``Decode batch [N],``; hybrid models ``full token usage: %.2f, swa token
-  usage: %.2f``), ``Prefill batch. #new-seq: %d, #new-token: %d, #cached-token:
-  %d, token usage: %.2f, #running-req: %d, #queue-req: %d[, …, input throughput
-  (token/s): %.2f]``. The logger's format (``configure_logger`` in
-  ``srt/utils``) is ``[%(asctime)s{prefix}] %(message)s`` with
-  ``%Y-%m-%d %H:%M:%S`` (some builds ``%m-%d %H:%M:%S``) and a prefix such as
-  `` TP0`` / `` DP0 TP0``; the server log splitter strips that stamp. ``token
-  usage`` is a fraction (0..1): ×100 gives `gpu_kv_pct`.
 * text-generation-inference (``huggingface/text-generation-inference``
   ``router/src/server.rs``: ``tracing::info!("Success")`` inside the
   ``generate`` / ``generate_stream`` / ``chat_completions`` span; errors such as
@@ -28,42 +14,16 @@ from __future__ import annotations
 import polars as pl
 
 from logforensics.ingest import register_line_format
-from logforensics.ingest.base import Claim, SourceFile, source_expr
-from logforensics.ingest.lineformats import RegexLineFormat, first_kind
-
-SGLANG_RE = r"^(?:Decode|Prefill) batch\b[^#]*#"
-
-
-def _num(label_re: str, kind=pl.Float64) -> pl.Expr:
-    return pl.col("msg").str.extract(label_re, 1).cast(kind, strict=False)
-
-
-@register_line_format
-class SglangStats(RegexLineFormat):
-    """SGLang's per-batch scheduler stats lines → `engine_stats`."""
-
-    name = "sglang_stats"
-    order = 20
-    pattern = SGLANG_RE
-
-    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
-        hits = self.matching(lines)
-        usage = pl.coalesce(
-            _num(r"(?:^|[,.] )token usage: ([\d.]+)"),
-            _num(r"full token usage: ([\d.]+)"),
-        )
-        stats = hits.select(
-            "instance",
-            "at",
-            _num(r"#running-req: (\d+)", pl.Int64).alias("running"),
-            _num(r"#queue-req: (\d+)", pl.Int64).alias("waiting"),
-            (usage * 100).round(6).alias("gpu_kv_pct"),
-            _num(r"input throughput \(token/s\): ([\d.]+)").alias("prompt_tps"),
-            _num(r"gen throughput \(token/s\): ([\d.]+)").alias("gen_tps"),
-            source_expr(source.display).alias("source"),
-        )
-        return Claim(records=hits["line_no"], tables={"engine_stats": stats})
-
+from logforensics.ingest.base import (
+    Claim,
+    Sample,
+    SourceFile,
+)
+from logforensics.ingest.toolkit import (
+    RegexLineFormat,
+    first_kind,
+    source_expr,
+)
 
 TGI_RE = (
     r"^\s*(?P<lvl>TRACE|DEBUG|INFO|WARN|ERROR) (?:(?P<spans>.*?): )?"
@@ -97,7 +57,17 @@ class TgiRouter(RegexLineFormat):
     """
 
     name = "tgi_router"
-    order = 21
+    priority = 21
+    samples = (
+        Sample(
+            "layout of text-generation-inference router/src/server.rs via tracing-subscriber; values invented",
+            "2026-02-24T06:16:44.123456Z  INFO generate{parameters=GenerateParameters { best_of: "
+            'None, max_new_tokens: Some(20) } total_time="1.2s" validation_time="1ms" '
+            'queue_time="50us" inference_time="1.1s" time_per_token="55ms" seed="None"}: '
+            "text_generation_router::server: router/src/server.rs:305: Success",
+            tables=(("server_requests", 1),),
+        ),
+    )
     pattern = r"^\s*(?:TRACE|DEBUG|INFO|WARN|ERROR) .*?text_generation_\w+(?:::\w+)*: "
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:

@@ -1,98 +1,26 @@
-"""Load-test clients' result files → `client_requests`.
-
-* `seed_rows`: the seed write-up's script prints one Python tuple per request,
-  ``(i, elapsed_seconds, completion_tokens, 'OK' | error_text[:40])``; a block
-  of rows is one load step. It records no absolute time.
-* `client_jsonl` / `client_csv`: the generic form the README recommends (and
-  ``logforensics loadtest`` writes): one record per request with absolute start
-  and end, status, error, tokens, request id and prompt marker. Common column
-  spellings are accepted.
-"""
+"""The generic client form (JSON lines or CSV), as the README documents it and
+``logforensics loadtest`` writes it: one record per request, common column spellings accepted."""
 
 from __future__ import annotations
 
 import io
 import json
-import re
 
 import polars as pl
 
 from logforensics import timeparse
-from logforensics.ingest import register_file_format
+from logforensics.ingest import outcome, register_file_format
 from logforensics.ingest.base import (
-    UNPARSED_EXAMPLES,
     FileFormat,
     ParseContext,
     ParseResult,
+    Sample,
     SourceFile,
+)
+from logforensics.ingest.toolkit import (
     decode_json_objects,
     source_expr,
 )
-
-TUPLE_RE = r"""\(\s*(\d+)\s*,\s*(-?[\d.]+)\s*,\s*(\d+)\s*,\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)")\s*\)"""
-STEP_HEADER_RE = r"(?i)^\s*#*\s*(?:N|concurrency|concurrent|workers|동시(?: 요청)?)\s*[=:]?\s*(\d+)"
-
-
-@register_file_format
-class SeedRows(FileFormat):
-    name = "seed_rows"
-    role = "client"
-
-    def sniff(self, head: list[str]) -> bool:
-        rx = re.compile(TUPLE_RE)
-        return sum(bool(rx.search(line)) for line in head) >= max(1, len(head) // 2)
-
-    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
-        lines = source.lines
-        header = pl.col("text").str.extract(STEP_HEADER_RE, 1).cast(pl.Int64, strict=False)
-        rows = lines.with_columns(
-            header.alias("declared"),
-            pl.col("text").str.extract_all(TUPLE_RE).alias("tuples"),
-        )
-        is_header = pl.col("declared").is_not_null() & (pl.col("tuples").list.len() == 0)
-        noise = pl.col("text").str.contains(r"(?i)^\s*$|^\s*(#|total|elapsed|took|warm)")
-        result = ParseResult(lines=lines.height, formats=[self.name])
-        records = rows.filter(pl.col("tuples").list.len() > 0)
-        result.parsed = records.height
-        result.noise = rows.filter(~(pl.col("tuples").list.len() > 0) & (is_header | noise)).height
-        unparsed = rows.filter((pl.col("tuples").list.len() == 0) & ~is_header & ~noise)
-        result.unparsed_examples = _examples(unparsed)
-        flat = (
-            rows.with_columns(is_header.alias("is_header"))
-            .filter(pl.col("is_header") | (pl.col("tuples").list.len() > 0))
-            .explode("tuples")
-            .with_columns(pl.col("tuples").str.extract_groups(TUPLE_RE).alias("_t"))
-            .unnest("_t")
-            .with_columns(pl.col("1").cast(pl.Int64, strict=False).alias("index"))
-        )
-        # A new step starts at a header line, or where the request number stops rising.
-        restart = pl.col("is_header") | (
-            pl.col("index") <= pl.col("index").forward_fill().shift(1)
-        ).fill_null(False)
-        flat = flat.with_columns(restart.cum_sum().alias("block")).filter(~pl.col("is_header"))
-        flat = flat.with_columns((pl.col("block").rank("dense")).cast(pl.Int64).alias("step"))
-        outcome = pl.coalesce(pl.col("4"), pl.col("5"))
-        frame = flat.select(
-            pl.lit(source.display).alias("run"),
-            "step",
-            "index",
-            pl.col("2").cast(pl.Float64).alias("latency_s"),
-            (outcome == "OK").alias("ok"),
-            outcome.str.extract(r"(?:HTTP Error |status(?: code)?:? ?)(\d{3})", 1)
-            .cast(pl.Int64)
-            .alias("http_status"),
-            pl.when(outcome != "OK").then(outcome).alias("error"),
-            pl.col("3").cast(pl.Int64).alias("output_tokens"),
-            pl.lit(False).alias("warmup"),
-            source_expr(source.display).alias("source"),
-        )
-        result.add("client_requests", frame)
-        result.notes.append(
-            "no absolute per-request times in this format: requests are placed on the "
-            "servers' clock only through another client file of the same run"
-        )
-        return result
-
 
 FIELD_SPELLINGS = {
     "request_id": ["request_id", "requestId", "x_request_id", "x-request-id", "id"],
@@ -201,25 +129,25 @@ def normalise_generic(frame: pl.DataFrame, display: str, client_tz: str) -> pl.D
     status_text = get("status", pl.Utf8).str.to_lowercase()
     http_status = pl.coalesce(get("http_status", pl.Int64), get("status", pl.Int64))
     error = get("error", pl.Utf8)
-    ok = pl.coalesce(
-        get("ok", pl.Boolean),
-        pl.when(status_text.is_in(["ok", "success", "succeeded", "successful"]))
-        .then(True)
-        .when(status_text.is_in(["error", "errored", "failed", "failure", "timeout", "incomplete"]))
-        .then(False),
-        pl.when(http_status.is_not_null()).then(http_status.is_between(200, 299) & error.is_null()),
-        error.is_null(),
+    result = outcome.classify(
+        ok=get("ok", pl.Boolean),
+        http_status=http_status,
+        error=error,
+        status_word=pl.when(get("status", pl.Int64).is_null()).then(status_text),
+        output_tokens=get("output_tokens", pl.Int64),
     )
     return frame.select(
         pl.lit(display).alias("run"),
         get("step", pl.Int64).alias("step"),
+        get("concurrency", pl.Int64).alias("concurrency"),
         get("index", pl.Int64).alias("index"),
         started.alias("started_at"),
         pl.coalesce(
             ended, started + pl.duration(microseconds=(latency * 1e6).cast(pl.Int64))
         ).alias("ended_at"),
         latency.alias("latency_s"),
-        ok.alias("ok"),
+        outcome.ok_of(result),
+        result,
         http_status.alias("http_status"),
         error.alias("error"),
         get("output_tokens", pl.Int64).alias("output_tokens"),
@@ -235,6 +163,10 @@ def normalise_generic(frame: pl.DataFrame, display: str, client_tz: str) -> pl.D
 @register_file_format
 class ClientJsonl(FileFormat):
     name = "client_jsonl"
+    priority = 21
+    samples = (
+        Sample("corpus kv-tiny client.jsonl (the lab's client.py)", file="lab_client.jsonl"),
+    )
     role = "client"
 
     def sniff(self, head: list[str]) -> bool:
@@ -259,7 +191,7 @@ class ClientJsonl(FileFormat):
         result = ParseResult(lines=lines.height, formats=[self.name])
         result.parsed = decoded.height
         result.noise = lines.height - decoded.height - bad.height  # blank lines
-        result.unparsed_examples = _examples(bad)
+        result.set_unparsed(bad)
         if decoded.height:
             result.add("client_requests", normalise_generic(decoded, source.display, ctx.client_tz))
             result.notes += time_notes(decoded, ctx.client_tz)
@@ -350,6 +282,13 @@ def _read_with_sampled_schema(document, sample: bytes) -> pl.DataFrame | None:
 @register_file_format
 class ClientCsv(FileFormat):
     name = "client_csv"
+    priority = 22
+    samples = (
+        Sample(
+            "corpus kv-tiny client.jsonl's first records, written as CSV by polars",
+            file="lab_client.csv",
+        ),
+    )
     role = "client"
 
     def sniff(self, head: list[str]) -> bool:
@@ -368,10 +307,3 @@ class ClientCsv(FileFormat):
         result.add("client_requests", normalise_generic(frame, source.display, ctx.client_tz))
         result.notes += time_notes(frame, ctx.client_tz)
         return result
-
-
-def _examples(unparsed: pl.DataFrame) -> list[tuple[int, str]]:
-    return [
-        (n, t[:300])
-        for n, t in unparsed.select("line_no", "text").head(UNPARSED_EXAMPLES).iter_rows()
-    ]

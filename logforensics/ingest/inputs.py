@@ -13,6 +13,12 @@ import polars as pl
 
 from logforensics import cache, model
 from logforensics.ingest import InputError, ParseContext, SourceFile, detect
+from logforensics.ingest.sources import (
+    distinct_files,
+    instance_name,
+    rotation_order,
+    scrape_instance,
+)
 
 DEFAULT_JOBS = min(4, os.cpu_count() or 1)  # files parsed at once
 
@@ -32,6 +38,7 @@ class InputFile:
     records: dict[str, int] = field(default_factory=dict)
     span: tuple[dt.datetime, dt.datetime] | None = None
     unparsed_examples: list[tuple[int, str]] = field(default_factory=list)
+    unparsed_shapes: list[dict] = field(default_factory=list)  # see ingest.shapes
     notes: list[str] = field(default_factory=list)
     skipped: str | None = None  # why the file was not read, if it was not
 
@@ -47,6 +54,10 @@ class Inputs:
     errors: list[str]  # paths named on the command line that could not be used
     coverage: dict[str, tuple[dt.datetime, dt.datetime]]  # instance → span its logs cover
     notes: list[str] = field(default_factory=list)
+    # instance → the host:port addresses its own start-up lines name, as printed
+    # ("Starting vLLM server on http://127.0.0.1:8001" → "127.0.0.1:8001"; from
+    # `non-default args` "host:port", or ":port" where no host was printed)
+    addresses: dict[str, list[str]] = field(default_factory=dict)
 
 
 def expand(paths: list[Path]) -> tuple[list[tuple[Path, bool]], list[str]]:
@@ -63,13 +74,6 @@ def expand(paths: list[Path]) -> tuple[list[tuple[Path, bool]], list[str]]:
         else:
             errors.append(f"{path}: no such file or folder")
     return files, errors
-
-
-def instance_name(path: Path) -> str:
-    name = path.name
-    for suffix in (".gz", ".log", ".txt", ".out", ".prom", ".metrics"):
-        name = name.removesuffix(suffix)
-    return name
 
 
 def _read_one(
@@ -112,6 +116,7 @@ def load(
     """
     instance_names = {p.resolve(): n for p, n in (instance_names or {}).items()}
     files, errors = expand(paths)
+    files, duplicates = distinct_files(files)
     collected: dict[str, list[pl.DataFrame]] = {name: [] for name in model.SCHEMAS}
     accounts: list[InputFile] = []
     instance_spans: list[tuple[str, tuple]] = []
@@ -132,8 +137,15 @@ def load(
             lines_so_far += one[2].lines if one[2] else 0
             if progress:
                 progress(done, len(files), lines_so_far)
+    _attribute_scrapes(files, parsed, instance_names)
+    rotated = rotation_order([path for path, _ in files])
+    addresses: dict[str, list[str]] = {}
     for (path, named), (source, fmt, result, failure) in zip(files, parsed, strict=True):
         display = str(path)
+        if path in rotated:
+            place, parts = rotated[path]
+            note = f"rotated part {place} of {parts} of {source.instance}'s log (oldest first)"
+            (result.notes if result else []).append(note)
         if failure is not None:
             accounts.append(InputFile(display, None, None, None, skipped=failure))
             if named or not failure.endswith(("empty file", "no known format")):
@@ -142,7 +154,13 @@ def load(
         records = {name: frame.height for name, frame in result.tables.items() if frame.height}
         if fmt.role == "server":
             instance_spans += list(result.instance_spans.items())
+            if fmt.name != "prometheus_scrape":
+                for instance, own in result.addresses.items():
+                    known = addresses.setdefault(instance, [])
+                    known += [a for a in own if a not in known]
         served = sorted(set(result.instance_spans) or {source.instance})
+        if fmt.name == "prometheus_scrape":
+            served = [source.instance] if source.instance else []
         for name, frame in result.tables.items():
             collected[name].append(frame)
         accounts.append(
@@ -150,7 +168,7 @@ def load(
                 path=display,
                 format=fmt.name,
                 role=fmt.role,
-                instance=", ".join(served) if fmt.role == "server" else None,
+                instance=(", ".join(served) or None) if fmt.role == "server" else None,
                 lines=result.lines,
                 parsed=result.parsed,
                 noise=result.noise,
@@ -158,7 +176,23 @@ def load(
                 records=records,
                 span=result.span or _span(result.tables),
                 unparsed_examples=result.unparsed_examples,
+                unparsed_shapes=result.unparsed_shapes,
                 notes=result.notes,
+            )
+        )
+    formats = {a.path: a.format for a in accounts}
+    for dup in duplicates:
+        if dup.path == dup.same_as:
+            account = next(a for a in accounts if a.path == str(dup.path))
+            account.notes.append(f"reached twice, read once: {dup.reason}")
+            continue
+        accounts.append(
+            InputFile(
+                str(dup.path),
+                formats.get(str(dup.same_as)),
+                None,
+                None,
+                skipped=f"read once: {dup.reason} as {dup.same_as}",
             )
         )
     tables = {
@@ -169,7 +203,51 @@ def load(
     for name, (first, last) in instance_spans:
         lo, hi = coverage.get(name, (first, last))
         coverage[name] = (min(lo, first), max(hi, last))
-    return Inputs(tables=tables, files=accounts, errors=errors, coverage=coverage)
+    return Inputs(
+        tables=tables, files=accounts, errors=errors, coverage=coverage, addresses=addresses
+    )
+
+
+def _attribute_scrapes(files, parsed, instance_names: dict[Path, str]) -> None:
+    """Give each saved /metrics scrape the instance its evidence names (or none).
+
+    A scrape named by the user (--instance) keeps that name. Without any
+    instance log there is nothing to map to, and a scrape keeps its own name.
+    """
+    logs = [
+        (source, result)
+        for source, fmt, result, _ in parsed
+        if fmt is not None and fmt.role == "server" and fmt.name != "prometheus_scrape"
+    ]
+    if not logs:
+        return
+    addresses: dict[str, list[str]] = {}
+    for source, result in logs:
+        for instance in set(result.instance_spans) or {source.instance}:
+            addresses.setdefault(instance, [])
+        for instance, own in result.addresses.items():
+            addresses.setdefault(instance, []).extend(own)
+    for (path, _), (source, fmt, result, _) in zip(files, parsed, strict=True):
+        if fmt is None or fmt.name != "prometheus_scrape" or path.resolve() in instance_names:
+            continue
+        own_name = source.instance
+        labelled = result.addresses.get(own_name, [])
+        instance, why = scrape_instance(own_name, labelled, addresses)
+        if instance == own_name:
+            continue
+        source.instance = instance
+        result.tables = {
+            name: frame.with_columns(pl.lit(instance, dtype=pl.Utf8).alias("instance"))
+            if "instance" in frame.columns
+            else frame
+            for name, frame in result.tables.items()
+        }
+        result.notes.append(
+            f"a /metrics scrape mapped to {instance}: {why}"
+            if instance
+            else f"metrics of an unknown instance: {why}; its rows count for no instance "
+            "(name it with --instance NAME=PATH)"
+        )
 
 
 def _size(path: Path) -> int:

@@ -1,0 +1,1 @@
+"""Model servers' own lines, one module an engine."""

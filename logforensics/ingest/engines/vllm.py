@@ -1,0 +1,378 @@
+"""vLLM's own lines: stats, request lifecycle, memory pressure.
+
+Each format's text was taken from the real software's source:
+
+* stats: vLLM ``vllm/engine/metrics.py`` (V0 ``LoggingStatLogger``: ``Running: %d
+  reqs, Swapped: %d reqs, Pending: %d reqs, GPU KV cache usage: %.1f%%, CPU KV
+  cache usage: %.1f%%``), ``vllm/v1/metrics/loggers.py`` @ 005a810b (V1: ``Engine
+  %03d: Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f
+  tokens/s, Running: %d reqs, Waiting: %d reqs, GPU KV cache usage: %.1f%%,
+  Prefix cache hit rate: %.1f%%``) and the newest ``log_parts`` form (optional
+  ``Deferred: %d reqs``, ``Preemptions: %d``, ``Corrupted: %d reqs``,
+  ``External prefix cache hit rate: %.1f%%``, ``MM cache hit rate: %.1f%%``;
+  ``N Engines Aggregated:`` prefix). Fields are read one by one, so inserted
+  or dropped fields in other versions do not break the line. ``SpecDecoding
+  metrics:`` lines (``vllm/v1/spec_decode/metrics.py``) and V0's second
+  ``Prefix cache hit rate: GPU: …, CPU: …`` line are noise, not stats.
+* lifecycle: vLLM ``vllm/entrypoints/logger.py`` (old ``Received request %s:
+  prompt: %r, params: ...``; new ``Received request %s: params: %s,
+  lora_request: %s.``), ``Added request %s.``, ``Finished request %s.``,
+  ``Aborted request %s.`` and the newer V1 ``Aborted request(s) %s.`` with the
+  ids comma-joined (one row per id).
+* pressure: V0 ``vllm/core/scheduler.py`` (``Sequence group %s is preempted by
+  %s mode because there is not enough KV cache space``), PyTorch's CUDA OOM
+  message (both wordings, ``capacty`` misspelling too), vLLM's engine-death
+  messages (``EngineDeadError``, ``EngineCore encountered a fatal error``,
+  ``Background loop is not running``, ``Engine loop is not running``), SGLang's
+  ``KV cache pool is full. Retract requests.`` (``scheduler.py``).
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from logforensics.ingest import register_line_format
+from logforensics.ingest.base import (
+    Claim,
+    Sample,
+    SourceFile,
+)
+from logforensics.ingest.toolkit import (
+    RegexLineFormat,
+    first_kind,
+    msg_number,
+    no_lines,
+    source_expr,
+)
+
+SPEC_DECODE_RE = r"SpecDecoding metrics: |^Prefix cache hit rate: GPU: "
+
+
+@register_line_format
+class VllmStats(RegexLineFormat):
+    name = "vllm_stats"
+    priority = 10
+    samples = (
+        Sample(
+            "corpus kv-tiny instance-2.log:157 (vLLM 0.32.0 CPU, V1 loggers.py)",
+            "(APIServer pid=31615) INFO 11-29 16:19:53 [loggers.py:335] Engine 000: Avg prompt "
+            "throughput: 0.0 tokens/s, Avg generation throughput: 138.5 tokens/s, Running: 3 reqs, "
+            "Waiting: 7 reqs, CPU KV cache usage: 80.0%, Prefix cache hit rate: 0.0%",
+            tables=(("engine_stats", 1),),
+        ),
+        Sample(
+            "layout of vllm/engine/metrics.py V0 LoggingStatLogger; values invented",
+            "INFO 02-24 06:16:03 metrics.py:351] Avg prompt throughput: 0.0 tokens/s, Avg generation "
+            "throughput: 41.7 tokens/s, Running: 3 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV "
+            "cache usage: 1.2%, CPU KV cache usage: 0.0%.",
+            tables=(("engine_stats", 1),),
+        ),
+    )
+    pattern = r"Running: \d+ reqs"
+
+    def sniff(self, bodies: list[str]) -> bool:
+        return super().sniff(bodies) or any(re.search(SPEC_DECODE_RE, b) for b in bodies if b)
+
+    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
+        hits = self.matching(lines)
+        gpu_kv = msg_number(r"GPU KV cache usage: ([\d.]+)%")
+        cpu_kv = msg_number(r"CPU KV cache usage: ([\d.]+)%")
+        v0_layout = pl.col("msg").str.contains(r"Swapped: \d+ reqs")
+        src = source_expr(source.display).alias("source")
+        stats = hits.select(
+            "instance",
+            "at",
+            msg_number(r"Running: (\d+) reqs", pl.Int64).alias("running"),
+            pl.coalesce(
+                msg_number(r"Waiting: (\d+) reqs", pl.Int64),
+                msg_number(r"Pending: (\d+) reqs", pl.Int64),
+            ).alias("waiting"),
+            msg_number(r"Swapped: (\d+) reqs", pl.Int64).alias("swapped"),
+            # A CPU build's V1 line names its only KV cache "CPU KV cache usage":
+            # that is the device cache, so it stands in for the GPU's.
+            pl.when(gpu_kv.is_null() & ~v0_layout)
+            .then(cpu_kv)
+            .otherwise(gpu_kv)
+            .alias("gpu_kv_pct"),
+            pl.when(v0_layout).then(cpu_kv).alias("cpu_kv_pct"),
+            msg_number(r"Avg prompt throughput: ([\d.]+) tokens/s").alias("prompt_tps"),
+            msg_number(r"Avg generation throughput: ([\d.]+) tokens/s").alias("gen_tps"),
+            # not "External prefix cache hit rate" (a KV connector's), not V0's "GPU: …" line
+            msg_number(r"(?:^|[^\w ])\s*Prefix cache hit rate: ([\d.]+)%").alias("prefix_hit_pct"),
+            src,
+        )
+        # "Preemptions: N" is printed only when N > 0: N requests preempted this interval.
+        preempted = hits.with_columns(
+            msg_number(r"Preemptions: (\d+)", pl.Int64).alias("_n")
+        ).filter(pl.col("_n") > 0)
+        events = preempted.select(
+            "instance",
+            "at",
+            pl.lit("preempted").alias("kind"),
+            pl.format("{} preemption(s) in the stats interval (stats line)", pl.col("_n")).alias(
+                "detail"
+            ),
+            src,
+        )
+        noise = lines.filter(pl.col("msg").str.contains(SPEC_DECODE_RE))["line_no"]
+        return Claim(
+            records=hits["line_no"],
+            noise=noise,
+            tables={"engine_stats": stats, "engine_events": events},
+        )
+
+
+UVICORN_ACCESS_RE = (
+    r'^(?:INFO|WARNING|ERROR|DEBUG):\s+(?P<peer>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) '
+    r'HTTP/[\d.]+" (?P<status>\d{3})\b'
+)
+
+
+# The seed's prompts end in "({i})"; `logforensics loadtest` writes "[lf-...]".
+PROMPT_MARKER_RE = r"(\[lf-[\w.-]+\]|\(\d+\))"
+LIFECYCLE_RE = r"\b(?:Received|Added|Finished|Aborted) request(?:\(s\))? (\S+?)[:.,]?(?:\s|$)"
+
+
+@register_line_format
+class VllmLifecycle(RegexLineFormat):
+    name = "vllm_lifecycle"
+    priority = 12
+    samples = (
+        Sample(
+            "corpus kv-tiny instance-1.log (vLLM 0.32.0 --enable-log-requests)",
+            "(APIServer pid=31372) INFO 11-29 16:09:05 [request_logger.py:65] Received request "
+            "chatcmpl-8d471985c66099d7: params: SamplingParams(n=1, presence_penalty=0.0, "
+            "temperature=0.0, max_tokens=768), lora_request: None.\n"
+            "(APIServer pid=31372) INFO 11-29 16:09:05 [async_llm.py:578] Added request "
+            "chatcmpl-8d471985c66099d7-bc0857dc.\n"
+            "(APIServer pid=31372) INFO 11-29 16:21:34 [async_llm.py:922] Aborted request(s) "
+            "chatcmpl-991efeba62823d03-bf7a37d3.",
+            tables=(("server_requests", 3),),
+        ),
+    )
+    pattern = LIFECYCLE_RE
+
+    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
+        hits = self.matching(lines)
+        msg = pl.col("msg")
+        verb = msg.str.extract(r"\b(Received|Added|Finished|Aborted) request", 1)
+        prompt = msg.str.extract(r"prompt: (.*?), params:", 1)
+        # "Aborted request(s) a,b,c." names several (external) ids: one row each.
+        many = msg.str.extract(r"\bAborted request\(s\) (\S+)", 1).str.strip_suffix(".")
+        one = msg.str.extract(self.pattern, 1)
+        rows = (
+            hits.select(
+                "instance",
+                "at",
+                "at_precision_s",
+                verb.replace_strict(
+                    {
+                        "Received": "received",
+                        "Added": "received",
+                        "Finished": "finished",
+                        "Aborted": "aborted",
+                    },
+                    default=None,
+                ).alias("event"),
+                pl.when(many.is_not_null())
+                .then(many.str.split(","))
+                .otherwise(pl.concat_list(one))
+                .alias("request_id"),
+                prompt.str.extract(PROMPT_MARKER_RE, 1).alias("prompt_marker"),
+                source_expr(source.display).alias("source"),
+            )
+            .explode("request_id")
+            .filter(pl.col("request_id").str.len_chars() > 0)
+        )
+        return Claim(records=hits["line_no"], tables={"server_requests": rows})
+
+
+ENGINE_PRESSURE = {
+    "preempted": (
+        r"preempted by PreemptionMode|[Pp]reempt(?:ed|ing) request"
+        r"|KV cache pool is full\. Retract requests"
+    ),
+    "kv_full": (
+        r"All KV cache blocks are full|KV cache exhausted|No available (?:KV cache )?blocks"
+        r"|No available memory for the cache blocks"
+        r"|larger than the maximum number of tokens that can be stored in KV cache"
+    ),
+    "oom": r"CUDA out of memory|OutOfMemoryError|total capac(?:i)?ty of [\d.]+ [KMGT]iB",
+    "engine_dead": (
+        r"EngineDeadError|Engine loop is not running|Background loop is not running"
+        r"|engine core .*died|EngineCore .*failed|EngineCore encountered"
+    ),
+    "queue_timeout": r"Request timeout after \d+s",
+}
+
+
+@register_line_format
+class VllmPressure(RegexLineFormat):
+    """Lines that say the engine ran short of memory, preempted, or died."""
+
+    name = "vllm_pressure"
+    priority = 15
+    samples = (
+        Sample(
+            "layout of vllm/core/scheduler.py (V0 preemption warning); values invented",
+            "WARNING 02-24 06:20:01 [scheduler.py:1560] Sequence group 12 is preempted by "
+            "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can "
+            "affect the end-to-end performance.",
+            tables=(("engine_events", 1),),
+        ),
+    )
+    pattern = "|".join(f"(?:{rx})" for rx in ENGINE_PRESSURE.values())
+
+    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
+        hits = self.matching(lines)
+        rows = hits.select(
+            "instance",
+            "at",
+            first_kind(ENGINE_PRESSURE, pl.col("msg")).alias("kind"),
+            pl.col("msg").str.slice(0, 300).alias("detail"),
+            source_expr(source.display).alias("source"),
+        )
+        return Claim(records=hits["line_no"], tables={"engine_events": rows})
+
+
+# Where an orderly shutdown begins (vLLM 0.32's "[shutdown]" lines, uvicorn's, a signal)...
+SHUTDOWN_RE = (
+    r"\[shutdown\]|^Shutting down$|received signal=SIG(?:TERM|INT)"
+    r"|^Received (?:SIGTERM|SIGINT|signal)|^Shutting down the (?:engine|server)"
+)
+# ...and where a (re)start begins, which ends it.
+STARTUP_RE = (
+    r"vLLM API server version|non-default args: |^Started server process"
+    r"|Initializing a V1 LLM engine|Initializing an LLM engine"
+)
+
+
+@register_line_format
+class VllmShutdown(RegexLineFormat):
+    """What a server prints after an orderly shutdown began (until it starts again) is noise.
+
+    vLLM 0.32.0 (corpus compute-loadtest) logs ``EngineDeadError`` and a traceback
+    *after* ``[shutdown] API server: shutdown triggered``: the engine was told to
+    stop, it did not die. A real engine death comes before any shutdown line, and
+    a killed process prints none. Request lines and stats there keep their formats
+    (they claim first).
+    """
+
+    name = "vllm_shutdown"
+    priority = 13
+    samples = (
+        Sample(
+            "corpus compute-loadtest instance-1.log:196-221 (vLLM 0.32.0 SIGTERM at the end)",
+            "(APIServer pid=28852) INFO 12-01 13:08:43 [launcher.py:254] [shutdown] API server: "
+            "shutdown triggered\n"
+            "(APIServer pid=28852) ERROR 12-01 13:08:43 [async_llm.py:906] AsyncLLM output_handler "
+            "failed.\n"
+            "(APIServer pid=28852) ERROR 12-01 13:08:43 [async_llm.py:906] Traceback (most recent "
+            "call last):\n"
+            '(APIServer pid=28852) ERROR 12-01 13:08:43 [async_llm.py:906]   File "/srv/llm/vllmcpu/'
+            'lib/python3.11/site-packages/vllm/v1/engine/core_client.py", line 1235, in '
+            "get_output_async\n"
+            "(APIServer pid=28852) ERROR 12-01 13:08:43 [async_llm.py:906]     raise "
+            "self._format_exception(outputs) from None\n"
+            "(APIServer pid=28852) ERROR 12-01 13:08:43 [async_llm.py:906] vllm.v1.engine.exceptions."
+            "EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root "
+            "cause.\n"
+            "INFO:     Shutting down",
+            status="noise",
+        ),
+    )
+    decisive = False
+    supersedes = ("python_traceback", "vllm_pressure", "runtime_chatter")
+    pattern = SHUTDOWN_RE
+
+    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
+        msg = pl.col("msg")
+        gate = (
+            msg.str.contains("hutdown", literal=True)
+            | msg.str.contains("Shutting down", literal=True)
+            | msg.str.contains("SIG", literal=True)
+        )
+        if not lines.select(gate.any()).item():
+            return Claim(records=no_lines())
+        phase = (
+            pl.when(msg.str.contains(SHUTDOWN_RE))
+            .then(True)
+            .when(msg.str.contains(STARTUP_RE))
+            .then(False)
+            .forward_fill()
+            .over("instance")
+            .fill_null(False)
+        )
+        return Claim(records=no_lines(), noise=lines.filter(phase)["line_no"])
+
+
+# "Starting vLLM server on http://127.0.0.1:8001" (0.32), "Starting vLLM API server 0 on
+# http://0.0.0.0:8000" (0.10–0.11), older "Starting vLLM API server on …", uvicorn's own.
+LISTEN_URL_RE = (
+    r"(?:Starting vLLM (?:API )?server(?: \d+)? on|Uvicorn running on) "
+    r"(?:https?://)?(?P<address>[^\s/]+)"
+)
+ARGS_RE = r"non-default args: \{"
+
+
+@register_line_format
+class VllmListenAddress(RegexLineFormat):
+    """The address an instance serves on, from its own start-up lines (noise otherwise).
+
+    A proxy's upstream address or a saved ``/metrics`` scrape named by port is
+    mapped to the instance whose start-up lines name that address
+    (`ParseResult.addresses`). From ``non-default args: {…}`` only a printed
+    ``'port'`` (with ``'host'`` where printed: ``host:port``, else ``:port``).
+    """
+
+    name = "vllm_listen_address"
+    priority = 16
+    samples = (
+        Sample(
+            "corpus kv-tiny instance-1.log (vLLM 0.32.0 start-up)",
+            "(APIServer pid=31372) INFO 11-29 16:07:48 [api_utils.py:286] non-default args: "
+            "{'model_tag': '/srv/llm/tiny-llama', 'host': '127.0.0.1', 'port': 8001, 'model': "
+            "'/srv/llm/tiny-llama', 'dtype': 'bfloat16', 'max_model_len': 1024}\n"
+            "(APIServer pid=31372) INFO 11-29 16:08:40 [entry.py:140] Starting vLLM server on "
+            "http://127.0.0.1:8001",
+            status="noise",
+        ),
+        Sample(
+            "vllm/entrypoints/openai/api_server.py (0.10: 'Starting vLLM API server %d on %s'); "
+            "uvicorn/server.py ('Uvicorn running on %s://%s:%d (Press CTRL+C to quit)')",
+            "INFO 02-24 05:58:41 [api_server.py:1818] Starting vLLM API server 0 on "
+            "http://0.0.0.0:8000\n"
+            "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+            status="noise",
+        ),
+    )
+    decisive = False
+    pattern = LISTEN_URL_RE + "|" + ARGS_RE
+
+    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
+        msg = pl.col("msg")
+        gate = (
+            msg.str.contains("Starting vLLM", literal=True)
+            | msg.str.contains("non-default args", literal=True)
+            | msg.str.contains("Uvicorn running on", literal=True)
+        )
+        hits = lines.filter(gate).filter(msg.str.contains(self.pattern))
+        if hits.is_empty():
+            return Claim(records=no_lines())
+        host = msg.str.extract(r"'host': '([^']+)'", 1)
+        port = msg.str.extract(r"'port': (\d+)", 1)
+        found = hits.select(
+            "instance",
+            pl.coalesce(
+                msg.str.extract(LISTEN_URL_RE, 1),
+                pl.when(port.is_not_null()).then(
+                    pl.concat_str([host.fill_null(""), pl.lit(":"), port])
+                ),
+            ).alias("address"),
+        ).drop_nulls()
+        addresses: dict[str, list[str]] = {}
+        for instance, address in found.unique(maintain_order=True).iter_rows():
+            addresses.setdefault(instance, []).append(address)
+        return Claim(records=no_lines(), noise=hits["line_no"], addresses=addresses)

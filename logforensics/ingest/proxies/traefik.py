@@ -1,0 +1,197 @@
+"""Traefik access logs (CLF and JSON). Exact text, from the project's source:
+
+* Traefik ``pkg/middlewares/accesslog/logger_formatters.go`` (CLF) and
+  ``logdata.go`` (JSON field names);
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from logforensics.ingest import register_line_format
+from logforensics.ingest.base import (
+    Claim,
+    Sample,
+    SourceFile,
+)
+from logforensics.ingest.toolkit import (
+    QUOTED,
+    ProxyLineFormat,
+    clf_time,
+    dash_null,
+    format_text,
+    ms_duration,
+    proxy_failures,
+    proxy_rows,
+    status_kind,
+)
+
+# ------------------------------------------------------------------ Traefik CLF
+
+TRAEFIK_CLF_RE = (
+    r"^(?P<client>\S+) - (?P<user>\S+) \[(?P<time>\d{2}/\w{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4})\] "
+    r'"(?P<method>\S+) (?P<path>\S+) (?P<proto>[^"]*)" (?P<status>\d{3}|-) (?P<size>\d+|-) '
+    rf"(?P<referer>{QUOTED}|-) (?P<agent>{QUOTED}|-) (?P<count>\d+|-) "
+    rf"(?P<router>{QUOTED}|-) (?P<service>{QUOTED}|-) (?P<ms>\d+)ms$"
+)
+
+
+@register_line_format
+class TraefikClf(ProxyLineFormat):
+    """Traefik's access log in its common log format.
+
+    The stamp is the request's START (``StartUTC``, or ``StartLocal``); `at`
+    adds the trailing duration (ms). Older Traefik logged ``OriginStatus``
+    where newer logs ``DownstreamStatus``: either way the CLF line cannot
+    tell Traefik's own 502/503/504 from the backend's (`status_origin` =
+    unknown for those); a line with no service (``"-"``) was answered by
+    Traefik without any backend.
+    """
+
+    name = "traefik_clf"
+    priority = 33
+    samples = (
+        Sample(
+            "traefik pkg/middlewares/accesslog/logger_formatters.go (CLF); values invented",
+            '10.0.3.7 - - [24/Feb/2026:06:16:04 +0000] "POST /v1/chat/completions HTTP/1.1" 200 '
+            '5000 "-" "curl/8.5.0" 4712 "vllm@kubernetescrd" "http://10.0.0.21:8000" 1532ms',
+            role="proxy",
+            tables=(("proxy_requests", 1),),
+        ),
+    )
+    pattern = TRAEFIK_CLF_RE
+
+    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
+        hits = self.parsed(lines, TRAEFIK_CLF_RE, needs=pl.col("msg").str.ends_with("ms"))
+        service = dash_null("service")
+        status = pl.col("status").cast(pl.Int64, strict=False)
+        gateway_error = status.is_in([502, 503, 504])
+        frame = hits.with_columns(
+            (pl.coalesce(clf_time("time"), pl.col("at")) + ms_duration(pl.col("ms"))).alias("at"),
+            status.alias("http_status"),
+            service.alias("upstream"),
+            pl.when(service.is_null())
+            .then(pl.lit("proxy"))
+            .when(gateway_error)
+            .then(pl.lit("unknown"))
+            .otherwise(pl.lit("upstream"))
+            .alias("status_origin"),
+            pl.when(service.is_null())
+            .then(pl.lit("refused"))
+            .when(gateway_error)
+            .then(pl.lit("unknown"))
+            .otherwise(pl.lit("reached"))
+            .alias("delivery"),
+            (pl.col("ms").cast(pl.Float64) / 1000).alias("request_time_s"),
+        )
+        rows = proxy_rows(frame, source)
+        return Claim(
+            records=hits["line_no"],
+            tables={
+                "proxy_requests": rows,
+                "proxy_events": proxy_failures(
+                    frame,
+                    status_kind(pl.col("http_status"), service.is_null()),
+                    format_text(
+                        "traefik answered {} to {} {} (router {}, service {})",
+                        pl.col("http_status"),
+                        pl.col("method"),
+                        pl.col("path"),
+                        pl.col("router"),
+                        pl.col("service"),
+                    ),
+                    source,
+                ),
+            },
+        )
+
+
+# ----------------------------------------------------------------- Traefik JSON
+
+TRAEFIK_JSON_RE = r'^\{.*"(?:DownstreamStatus|OriginStatus)"\s*:.*"RequestMethod"\s*:'
+
+
+def _json(field: str) -> pl.Expr:
+    path = f"${field}" if field.startswith("[") else f"$.{field}"
+    return pl.col("msg").str.json_path_match(path)
+
+
+@register_line_format
+class TraefikJson(ProxyLineFormat):
+    """Traefik's access log as JSON (``logdata.go`` field names).
+
+    `at` = ``StartUTC`` + ``Duration`` (ns). ``OriginStatus`` absent or 0 means
+    Traefik answered itself (`status_origin` = proxy); a positive one is the
+    backend's answer (the request reached it).
+    """
+
+    name = "traefik_json"
+    priority = 30
+    samples = (
+        Sample(
+            "traefik pkg/middlewares/accesslog/logdata.go field names; values invented",
+            '{"ClientHost":"10.0.3.7","DownstreamStatus":200,"Duration":1500000000,'
+            '"OriginDuration":1499000000,"OriginStatus":200,"RequestMethod":"POST",'
+            '"RequestPath":"/v1/chat/completions","ServiceURL":"http://10.0.0.22:8000",'
+            '"StartUTC":"2026-02-24T06:16:04Z","level":"info"}',
+            role="proxy",
+            tables=(("proxy_requests", 1),),
+        ),
+    )
+    pattern = TRAEFIK_JSON_RE
+
+    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
+        hits = self.matching(lines)
+        origin = _json("OriginStatus").cast(pl.Int64, strict=False)
+        downstream = pl.coalesce(_json("DownstreamStatus").cast(pl.Int64, strict=False), origin)
+        start = pl.coalesce(_json("StartUTC"), _json("StartLocal"), _json("time")).str.replace(
+            r"(\.\d{6})\d+", "$1"
+        )
+        start_at = start.str.to_datetime(time_unit="us", time_zone="UTC", strict=False)
+        duration_ns = _json("Duration").cast(pl.Float64, strict=False)
+        service = pl.coalesce(_json("ServiceURL"), _json("ServiceAddr"), _json("BackendURL"))
+        frame = hits.with_columns(
+            (
+                pl.coalesce(start_at, pl.col("at"))
+                + pl.duration(
+                    microseconds=(duration_ns.fill_null(0) / 1000).round(0).cast(pl.Int64)
+                )
+            ).alias("at"),
+            pl.coalesce(_json("ClientHost"), _json("ClientAddr")).alias("client"),
+            _json("RequestMethod").alias("method"),
+            _json("RequestPath").alias("path"),
+            downstream.alias("http_status"),
+            service.alias("upstream"),
+            pl.when(origin > 0).then(origin).alias("upstream_status"),
+            pl.when(origin > 0)
+            .then(pl.when(origin == downstream).then(pl.lit("upstream")).otherwise(pl.lit("proxy")))
+            .otherwise(pl.lit("proxy"))
+            .alias("status_origin"),
+            pl.when(origin > 0)
+            .then(pl.lit("reached"))
+            .when(service.is_null())
+            .then(pl.lit("refused"))
+            .otherwise(pl.lit("unknown"))
+            .alias("delivery"),
+            (duration_ns / 1e9).alias("request_time_s"),
+            (_json("OriginDuration").cast(pl.Float64, strict=False) / 1e9).alias("upstream_time_s"),
+            pl.coalesce(_json("['request_X-Request-Id']"), _json("['request_X-Request-ID']")).alias(
+                "request_id"
+            ),
+        )
+        rows = proxy_rows(frame, source)
+        events = proxy_failures(
+            frame,
+            status_kind(pl.col("http_status"), pl.col("upstream").is_null()),
+            format_text(
+                "traefik answered {} to {} {} (origin status {})",
+                pl.col("http_status"),
+                pl.col("method"),
+                pl.col("path"),
+                pl.coalesce(pl.col("upstream_status").cast(pl.Utf8), pl.lit("none")),
+            ),
+            source,
+        )
+        return Claim(
+            records=hits["line_no"], tables={"proxy_requests": rows, "proxy_events": events}
+        )

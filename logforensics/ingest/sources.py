@@ -1,0 +1,208 @@
+"""Which files are read, once each, and which instance each belongs to.
+
+* One file, once: the same file reached twice (named twice, a folder and a file
+  in it, a symlink, a ``.gz`` beside its uncompressed copy, identical content)
+  is read once; the others are listed as "read once" with the reason.
+* One instance, many files: a log's rotated parts (``x.log``, ``x.log.1``,
+  ``x.log.2.gz``, ``x-2026-11-29.log.gz``, ``x.log-20261129.gz``) share the
+  instance name ``x`` and are listed oldest first.
+* A saved ``/metrics`` scrape carries no request evidence and is usually named
+  by port (``metrics-8001.txt``): it is mapped to the instance whose own
+  start-up lines name that port (or whose address its ``instance`` label
+  names); else its rows are "metrics of an unknown instance" (instance null).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+LOG_SUFFIXES = (".gz", ".log", ".txt", ".out", ".prom", ".metrics")
+DATE_PART = r"(?:19|20)\d{2}-?[01]\d-?[0-3]\d(?:[-_T]?\d{2,6})?"
+ROTATION_INDEX_RE = re.compile(r"\.(\d{1,3})$")  # x.log.1, x.log.2(.gz)
+ROTATION_DATE_RE = re.compile(rf"[-_.]({DATE_PART})$")  # x-2026-11-29.log, x.log-20261129
+LOOPBACK = {"127.0.0.1", "localhost", "0.0.0.0", "::", "::1", "[::]", "[::1]", ""}
+PORT_IN_NAME_RE = re.compile(r"(?:^|[^\d])(\d{4,5})(?:$|[^\d])")
+ADDRESS_IN_NAME_RE = re.compile(r"((?:\d{1,3}\.){3}\d{1,3})[_:-](\d{2,5})")
+
+
+def _strip(name: str) -> tuple[str, tuple[int, str]]:
+    """The name without log suffixes and rotation marks, and its age key (0 = current)."""
+    index, date = 0, ""
+    changed = True
+    while changed:
+        changed = False
+        for suffix in LOG_SUFFIXES:
+            if name.endswith(suffix) and len(name) > len(suffix):
+                name, changed = name[: -len(suffix)], True
+        if m := ROTATION_INDEX_RE.search(name):
+            name, index, changed = name[: m.start()], int(m.group(1)), True
+        if m := ROTATION_DATE_RE.search(name):
+            name, date, changed = name[: m.start()], m.group(1).replace("-", ""), True
+    return name, (index, date)
+
+
+def instance_name(path: Path) -> str:
+    """An instance is named after its file: ``gpu-0.log``, ``gpu-0.log.1.gz`` → ``gpu-0``."""
+    return _strip(path.name)[0]
+
+
+def rotation_order(paths: list[Path]) -> dict[Path, tuple[int, int]]:
+    """Each path of a rotated log → (its place oldest first, parts), where a folder holds
+    several parts of one log; files that are not rotated parts are left out."""
+    groups: dict[tuple[Path, str], list[Path]] = {}
+    for path in paths:
+        groups.setdefault((path.parent, instance_name(path)), []).append(path)
+    out = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+
+        def age(path: Path) -> tuple:
+            index, date = _strip(path.name)[1]
+            # higher index = older; an older date = older; the bare file is the newest
+            return (-index, date or "99999999")
+
+        ordered = sorted(members, key=age)
+        out |= {p: (i + 1, len(ordered)) for i, p in enumerate(ordered)}
+    return out
+
+
+@dataclass
+class Duplicate:
+    path: Path
+    same_as: Path
+    reason: str
+
+
+def _gzip_size(path: Path) -> int | None:
+    """A gzip file's uncompressed size from its trailer (mod 2³²), without reading it."""
+    try:
+        with path.open("rb") as handle:
+            if handle.read(2) != b"\x1f\x8b":
+                return None
+            handle.seek(-4, 2)
+            return int.from_bytes(handle.read(4), "little")
+    except OSError:
+        return None
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        opener = gzip.open if _gzip_size(path) is not None else open
+        h = hashlib.blake2b(digest_size=16)
+        with opener(path, "rb") as handle:
+            while chunk := handle.read(8 << 20):
+                h.update(chunk)
+        return h.hexdigest()
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return None
+
+
+def distinct_files(
+    files: list[tuple[Path, bool]],
+) -> tuple[list[tuple[Path, bool]], list[Duplicate]]:
+    """The files to read, each once, and the duplicates left out (with why).
+
+    Only files whose (uncompressed) size equals another's are hashed, so a
+    folder of distinct logs costs one `stat` each.
+    """
+    by_real: dict[Path, list[tuple[Path, bool]]] = {}
+    for path, named in files:
+        by_real.setdefault(path.resolve(), []).append((path, named))
+    kept: list[tuple[Path, bool]] = []
+    duplicates: list[Duplicate] = []
+    for reached in by_real.values():
+        # the file itself rather than a link to it; a name given on the command line first
+        first, named = min(reached, key=lambda r: (r[0].is_symlink(), not r[1]))
+        kept.append((first, any(n for _, n in reached)))
+        for path, _ in reached:
+            if path == first:
+                continue
+            how = "a symlink to it" if path.is_symlink() else "reached by two names"
+            duplicates.append(Duplicate(path, first, f"the same file ({how})"))
+        if sum(1 for path, _ in reached if path == first) > 1:
+            duplicates.append(Duplicate(first, first, "named twice (a folder and a file in it)"))
+    first_seen = {}
+    for i, (path, _) in enumerate(files):
+        first_seen.setdefault(path, i)
+    kept.sort(key=lambda item: first_seen[item[0]])
+    sizes: dict[int, list[Path]] = {}
+    for path, _ in kept:
+        size = _gzip_size(path)
+        if size is None:
+            try:
+                size = path.stat().st_size
+            except OSError:
+                continue
+        if size:
+            sizes.setdefault(size, []).append(path)
+    same_content: dict[Path, Path] = {}
+    for group in sizes.values():
+        if len(group) < 2:
+            continue
+        seen: dict[str, Path] = {}
+        for path in group:
+            digest = _digest(path)
+            if digest is None:
+                continue
+            if digest in seen:
+                same_content[path] = seen[digest]
+            else:
+                seen[digest] = path
+    out = []
+    for path, named in kept:
+        if path in same_content:
+            first = same_content[path]
+            what = (
+                "its uncompressed copy"
+                if (path.suffix == ".gz") != (first.suffix == ".gz")
+                else "identical content"
+            )
+            duplicates.append(Duplicate(path, first, what))
+        else:
+            out.append((path, named))
+    return out, duplicates
+
+
+def _hosts_match(a: str, b: str) -> bool:
+    return a == b or (a in LOOPBACK and b in LOOPBACK) or not a or not b
+
+
+def _split(address: str) -> tuple[str, str]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]") if host else "", port
+
+
+def scrape_instance(
+    name: str, labelled: list[str], addresses: dict[str, list[str]]
+) -> tuple[str | None, str]:
+    """The instance a scrape belongs to, and why (None: no instance's evidence names it).
+
+    `name` is the file's instance-style name (``metrics-8001``), `labelled` the
+    addresses its ``instance`` labels name, `addresses` each instance's own
+    start-up addresses.
+    """
+    if name in addresses:
+        return name, f"its name is instance {name}'s"
+    wanted = [(h, p) for h, p in ADDRESS_IN_NAME_RE.findall(name)]
+    if not wanted:  # a bare port, where the name holds no host:port
+        wanted = [("", p) for p in PORT_IN_NAME_RE.findall(name)]
+    wanted += [_split(a) for a in labelled]
+    for host, port in wanted:
+        matches = sorted(
+            instance
+            for instance, own in addresses.items()
+            if any(_split(a)[1] == port and _hosts_match(host, _split(a)[0]) for a in own)
+        )
+        if len(matches) == 1:
+            printed = next(a for a in addresses[matches[0]] if _split(a)[1] == port)
+            where = f"{host}:{port}" if host else f"port {port}"
+            return matches[0], f"{where} matches {matches[0]}'s start-up address {printed}"
+        if len(matches) > 1:
+            return None, f"port {port} is named by several instances ({', '.join(matches)})"
+    known = "; ".join(f"{i}: {', '.join(a)}" for i, a in sorted(addresses.items())) or "none"
+    return None, f"neither its name nor its labels name an instance's address (known: {known})"

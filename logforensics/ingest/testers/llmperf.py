@@ -1,0 +1,138 @@
+"""LLMPerf ``*_individual_responses.json`` (upstream
+records carry no timestamps).
+"""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from logforensics import model, timeparse
+from logforensics.ingest import register_file_format
+from logforensics.ingest.base import (
+    FileFormat,
+    ParseContext,
+    ParseResult,
+    Sample,
+    SourceFile,
+)
+from logforensics.ingest.toolkit import (
+    account_document,
+    finish_requests,
+    first_column,
+    place_on_clock,
+    records_frame,
+    salvage_array,
+    to_seconds,
+)
+
+# ---------------------------------------------------------------- LLMPerf individual responses
+
+LLMPERF_START = (
+    "start_time",
+    "request_start_time",
+    "req_start_time",
+    "sample_time",
+    "start_timestamp",
+)
+LLMPERF_END = ("end_time", "request_end_time", "end_timestamp")
+
+
+@register_file_format
+class LLMPerfResponses(FileFormat):
+    """LLMPerf ``*_individual_responses.json``: a list of per-request metric dicts."""
+
+    name = "llmperf_responses"
+    priority = 14
+    samples = (
+        Sample(
+            "ray-project/llmperf token_benchmark_ray.py output; values invented",
+            file="llmperf_individual_responses.json",
+        ),
+    )
+    role = "client"
+
+    def sniff(self, head: list[str]) -> bool:
+        text = "\n".join(head)
+        return text.lstrip().startswith("[") and (
+            '"end_to_end_latency_s"' in text or ('"error_code"' in text and '"ttft_s"' in text)
+        )
+
+    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
+        result = ParseResult(formats=[self.name])
+        text = source.text
+        try:
+            items, readable_to = json.loads(text), len(text)
+        except ValueError as exc:
+            items, readable_to = salvage_array(text, text.index("["))
+            result.notes.append(
+                f"the document is cut short or broken ({exc.msg} at character {exc.pos}): "
+                f"{len(items)} complete records read; the rest is unparsed"
+            )
+        account_document(result, source, readable_to)
+        records = [r for r in items if isinstance(r, dict)] if isinstance(items, list) else []
+        if len(records) != (len(items) if isinstance(items, list) else 0):
+            result.notes.append(
+                "array elements that are not objects were skipped (counted unparsed)"
+            )
+        if not records:
+            return result
+        f = records_frame(records).with_row_index("_rec", offset=1)
+        code_text = first_column(f, "error_code", dtype=pl.Utf8).str.strip_chars()
+        code = code_text.cast(pl.Float64, strict=False).cast(pl.Int64, strict=False)
+        msg = first_column(f, "error_msg", dtype=pl.Utf8)
+        # upstream sets error_code only on failure (an HTTP status, or -1)
+        ok = code_text.is_null() | (code_text == "")
+        start, end, notes = self._times(f, ctx)
+        result.notes.extend(notes)
+        latency = first_column(f, "end_to_end_latency_s", dtype=pl.Float64)
+        frame = f.select(
+            (pl.col("_rec") - 1).cast(pl.Int64).alias("index"),
+            start.alias("_start"),
+            end.alias("_end"),
+            pl.when(ok | (latency > 0)).then(latency).alias("latency_s"),
+            ok.alias("ok"),
+            pl.when(code.is_between(100, 599)).then(code).alias("http_status"),
+            pl.when(~ok)
+            .then(
+                pl.when(msg.is_not_null() & (msg != ""))
+                .then(msg)
+                .otherwise(pl.format("error_code {}", code_text))
+            )
+            .alias("error"),
+            first_column(f, "number_output_tokens", dtype=pl.Int64).alias("output_tokens"),
+            first_column(f, "request_id", "x_request_id", "id", dtype=pl.Utf8).alias("request_id"),
+            model.source_id(f"{source.display}:record ", pl.col("_rec")),
+        )
+        frame = place_on_clock(frame, ctx, result.notes, clock="the record's start/end fields")
+        finish_requests(result, frame, source.display)
+        return result
+
+    @staticmethod
+    def _times(f: pl.DataFrame, ctx: ParseContext) -> tuple[pl.Expr, pl.Expr, list[str]]:
+        """Upstream records have no times; forks add start/end (epoch, ISO, or seconds since start)."""
+
+        def seconds(names):
+            name = next((n for n in names if n in f.columns), None)
+            if name is None:
+                return pl.lit(None, dtype=pl.Float64), None
+            if f.schema[name] == pl.Utf8:
+                numeric = pl.col(name).cast(pl.Float64, strict=False)
+                iso = timeparse.iso_to_utc(pl.col(name), ctx.client_tz).dt.epoch("us") / 1e6
+                return pl.coalesce(to_seconds(numeric), iso), name
+            return to_seconds(pl.col(name)), name
+
+        start, start_name = seconds(LLMPERF_START)
+        end, end_name = seconds(LLMPERF_END)
+        if start_name is None and end_name is None:
+            return (
+                start,
+                end,
+                [
+                    "no per-request timestamps (upstream LLMPerf records none): the requests "
+                    "count in the totals but cannot be matched to server records one by one"
+                ],
+            )
+        used = ", ".join(n for n in (start_name, end_name) if n)
+        return start, end, [f"per-request times from `{used}` (a fork's addition)"]

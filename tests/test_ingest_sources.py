@@ -1,0 +1,91 @@
+"""One file, once; one instance, many files; a saved /metrics scrape under the instance
+its evidence names — on the corpus's real vLLM 0.32 logs and scrapes."""
+
+import gzip
+import shutil
+
+from logforensics.ingest import ParseContext
+from logforensics.ingest.inputs import load
+from logforensics.ingest.sources import instance_name, rotation_order, scrape_instance
+from tests.conftest import corpus
+
+CTX = ParseContext(year=2026)
+
+
+def accounts(inputs):
+    return {a.path.rsplit("/", 1)[-1]: a for a in inputs.files}
+
+
+def test_scrapes_named_by_port_go_to_the_instance_whose_start_up_names_it():
+    inputs = load([corpus("kv-tiny")], CTX)
+    assert inputs.addresses == {"instance-1": ["127.0.0.1:8001"], "instance-2": ["127.0.0.1:8002"]}
+    files = accounts(inputs)
+    assert files["metrics-8001.txt"].instance == "instance-1"
+    assert files["metrics-8002.txt"].instance == "instance-2"
+    assert any("127.0.0.1:8001" in n for n in files["metrics-8001.txt"].notes)
+    stats = inputs.tables["engine_stats"]
+    assert sorted(stats["instance"].unique().to_list()) == ["instance-1", "instance-2"]
+    # the preemption counter (28 on 8001) is instance-1's
+    assert set(inputs.tables["engine_events"]["instance"].to_list()) <= {"instance-1", "instance-2"}
+
+
+def test_a_scrape_no_evidence_names_belongs_to_no_instance(tmp_path):
+    shutil.copy(corpus("kv-tiny") / "instance-1.log", tmp_path / "instance-1.log")
+    shutil.copy(corpus("kv-tiny") / "metrics-8002.txt", tmp_path / "metrics-8002.txt")
+    inputs = load([tmp_path], CTX)
+    scrape = accounts(inputs)["metrics-8002.txt"]
+    assert scrape.instance is None
+    assert any(n.startswith("metrics of an unknown instance") for n in scrape.notes)
+    assert inputs.tables["engine_stats"]["instance"].drop_nulls().unique().to_list() == [
+        "instance-1"
+    ]
+    # --instance still decides
+    named = load([tmp_path], CTX, {tmp_path / "metrics-8002.txt": "gpu-b"})
+    assert accounts(named)["metrics-8002.txt"].instance == "gpu-b"
+
+
+def test_scrape_labels_and_names():
+    own = {"instance-1": ["127.0.0.1:8001"], "instance-2": [":8002"], "gpu-0": []}
+    assert scrape_instance("gpu-0", [], own)[0] == "gpu-0"
+    assert scrape_instance("metrics-8001", [], own)[0] == "instance-1"
+    assert scrape_instance("scrape", ["localhost:8002"], own)[0] == "instance-2"
+    assert scrape_instance("scrape_10.0.0.5_8001", [], own)[0] is None  # another host
+    assert scrape_instance("metrics", [], own)[0] is None
+
+
+def test_the_same_file_twice_is_read_once_and_changes_nothing(tmp_path):
+    folder = tmp_path / "incident"
+    shutil.copytree(corpus("kv-tiny"), folder)
+    once = load([folder], CTX)
+    (folder / "instance-1.log.gz").write_bytes(
+        gzip.compress((folder / "instance-1.log").read_bytes())
+    )
+    (folder / "copy.jsonl").symlink_to(folder / "client.jsonl")
+    twice = load([folder, folder / "instance-1.log", folder / "client.jsonl"], CTX)
+    for name, table in once.tables.items():
+        assert twice.tables[name].height == table.height, name
+    files = accounts(twice)
+    assert files["instance-1.log.gz"].skipped.startswith("read once: its uncompressed copy")
+    assert files["copy.jsonl"].skipped.startswith("read once: the same file (a symlink to it)")
+    assert any("read once" in n for n in files["instance-1.log"].notes)
+
+
+def test_rotated_parts_are_one_instance_in_time_order(tmp_path):
+    lines = (corpus("kv-tiny") / "instance-2.log").read_bytes().splitlines(keepends=True)
+    (tmp_path / "gpu-b.log.2.gz").write_bytes(gzip.compress(b"".join(lines[:90])))
+    (tmp_path / "gpu-b.log.1").write_bytes(b"".join(lines[90:180]))
+    (tmp_path / "gpu-b.log").write_bytes(b"".join(lines[180:]))
+    whole = load([corpus("kv-tiny") / "instance-2.log"], CTX)
+    parts = load([tmp_path], CTX)
+    assert {a.instance for a in parts.files} == {"gpu-b"}
+    assert parts.tables["server_requests"].height == whole.tables["server_requests"].height
+    assert parts.coverage["gpu-b"] == whole.coverage["instance-2"]
+    order = rotation_order(sorted(tmp_path.iterdir()))
+    assert order[tmp_path / "gpu-b.log.2.gz"] == (1, 3) and order[tmp_path / "gpu-b.log"] == (3, 3)
+
+
+def test_instance_names_of_rotated_and_dated_files(tmp_path):
+    names = ["x.log", "x.log.1", "x.log.2.gz", "x-2026-11-29.log.gz", "x.log-20261129.gz"]
+    assert {instance_name(tmp_path / n) for n in names} == {"x"}
+    assert instance_name(tmp_path / "gpu-0.log") == "gpu-0"
+    assert instance_name(tmp_path / "metrics-8001.txt") == "metrics-8001"
