@@ -44,7 +44,7 @@ SPECS = [
     "logforensics.ingest.serverlog:split_prefixes",
     "logforensics.ingest.testers.generic:ClientJsonl.parse",
     "logforensics.ingest.testers.generic:normalise_generic",
-    "logforensics.analysis:dedupe_client",
+    "logforensics.ingest.evidence:*",
     "logforensics.correlate.steps:assign_steps",
     "logforensics.correlate.clock:estimate_offset",
     "logforensics.correlate.clock:align_instances",

@@ -23,7 +23,6 @@ from logforensics.ingest.inputs import InputFile, Inputs, expand, load
 JSON_FORMAT_VERSION = 3
 CAPPED_MIN_STEPS = 3  # an instance's count fixed across this many steps...
 CAPPED_MIN_COUNT = 3  # ...at this many requests or more is a cap, not chance
-DUPLICATE_LATENCY_S = 0.011  # the seed script rounds latencies to 0.01 s
 
 
 @dataclass
@@ -249,37 +248,6 @@ def infer_year(paths: list[Path]) -> tuple[int, str | None]:
     return today, f"no dated source: yearless timestamps were read as {today} (set --year)"
 
 
-def dedupe_client(client: pl.DataFrame) -> tuple[pl.DataFrame, list[Finding]]:
-    """Untimed rows that repeat a timed file's requests (same step, index, latency) count once."""
-    timed = client.filter(pl.col("started_at").is_not_null())
-    untimed = client.filter(pl.col("started_at").is_null())
-    if timed.is_empty() or untimed.is_empty():
-        return client, []
-    key = ["step", "index"]
-    pairs = (
-        untimed.with_row_index("_u")
-        .join(
-            timed.select(*key, pl.col("latency_s").alias("_lat"), pl.col("run").alias("_run")),
-            on=key,
-        )
-        .filter((pl.col("latency_s") - pl.col("_lat")).abs() <= DUPLICATE_LATENCY_S)
-    )
-    dupes = set(pairs["_u"].to_list())
-    kept = untimed.with_row_index("_u").filter(~pl.col("_u").is_in(list(dupes))).drop("_u")
-    findings = []
-    if dupes:
-        for run, n in pairs.group_by("run", "_run").len().select("run", "len").iter_rows():
-            other = pairs.filter(pl.col("run") == run)["_run"][0]
-            findings.append(
-                Finding(
-                    "duplicate_client_records",
-                    f"{run}: {n} requests repeat those in {other} (same step, index and latency); counted once, with the timed copy",
-                    "info",
-                )
-            )
-    return pl.concat([timed, kept]), findings
-
-
 def instance_names(tables: dict[str, pl.DataFrame]) -> list[str]:
     """Instances are the names behind request evidence (access or lifecycle lines).
 
@@ -305,8 +273,8 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     )
     inputs: Inputs = load(paths, ctx, options.instance_names, options.cache_dir, options.progress)
     tables = inputs.tables
-    client, dupes = dedupe_client(tables["client_requests"])
-    findings += dupes
+    client = tables["client_requests"]
+    findings += [Finding("duplicate_client_records", s.note(), "info") for s in inputs.same_run]
     client = steps.assign_steps(client)
     instances = instance_names(tables)
     records = inference_records(tables["server_requests"])

@@ -58,6 +58,7 @@ def load(folder: Path, entry: str) -> tuple[FileFormat, ParseResult] | None:
         span=_times(meta["span"]),
         instance_spans={k: _times(v) for k, v in meta["instance_spans"].items()},
         addresses=meta["addresses"],
+        tester_summaries=meta["tester_summaries"],
     )
     return FILE_FORMATS[meta["format"]], result
 
@@ -84,6 +85,7 @@ def store(folder: Path, entry: str, fmt: FileFormat, result: ParseResult) -> Non
         "span": _iso(result.span),
         "instance_spans": {k: _iso(v) for k, v in result.instance_spans.items()},
         "addresses": result.addresses,
+        "tester_summaries": result.tester_summaries,
     }
     (target / "meta.json").write_text(json.dumps(meta))  # written last: it marks the entry complete
 

@@ -41,6 +41,7 @@ def _row(f: InputFile) -> dict:
         "instance": f.instance,
         "unparsed_examples": [{"line": n, "text": t} for n, t in f.unparsed_examples],
         "unparsed_shapes": [dict(shape) for shape in f.unparsed_shapes],
+        "tester_summaries": [dict(summary) for summary in f.tester_summaries],
         "notes": list(f.notes),
         "skipped": f.skipped,
     }
@@ -56,7 +57,8 @@ def detect_paths(
     Keys: path, format, formats, role, lines, parsed, unparsed, noise,
     records ({table: rows}), span ([start, end] ISO 8601 UTC, or None),
     instance, unparsed_examples ([{line, text}]), unparsed_shapes ([{shape, count,
-    first_line, example}], most frequent first), notes, skipped.
+    first_line, example}], most frequent first), tester_summaries (the tester's own
+    figures), notes, skipped.
     """
     inputs = load([Path(p) for p in paths], ctx, instance_names)
     rows = [_row(f) for f in inputs.files]
@@ -108,6 +110,14 @@ def _span(span) -> str:
     return f"; span {start} .. {end}"
 
 
+def _figures(summary: dict) -> str:
+    where = f"step {summary['step']}" if summary.get("step") is not None else "run"
+    if summary.get("concurrency") is not None:
+        where += f" (concurrency {summary['concurrency']})"
+    counts = ", ".join(f"{summary[k]} {k}" for k in ("sent", "ok", "failed") if k in summary)
+    return f"{where}: {counts}"
+
+
 def render_detect_table(rows: list[dict]) -> str:
     """A plain-text account in 100 columns: one line per file (path relative to the folder
     all inputs share), then its records, notes and the shapes of its unparsed lines."""
@@ -150,6 +160,9 @@ def render_detect_table(rows: list[dict]) -> str:
             out.append(_fit(f"    records: {records}{_span(row.get('span'))}"))
         for note in row.get("notes") or []:
             out += _wrapped(f"    note: {_printable(note)}")
+        figures = [_figures(s) for s in row.get("tester_summaries") or []]
+        if figures:
+            out += _wrapped(f"    tester's own figures: {'; '.join(figures)}")
         shapes = row.get("unparsed_shapes") or []
         for shape in shapes[:SHAPES_SHOWN]:
             out.append(

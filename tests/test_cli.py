@@ -47,7 +47,7 @@ def test_named_file_of_unknown_format_is_exit_2(tmp_path, seed_bundle):
     odd = write(tmp_path / "nginx.conf", "events {}\nhttp { server { listen 80; } }\n")
     result = run("analyze", seed_bundle / "instance-1.log", odd)
     assert result.exit_code == 2
-    assert f"{odd}: no known format" in result.output
+    assert f"{odd}: not a log: an nginx configuration" in result.output
 
 
 def test_unknown_files_found_in_a_folder_are_skipped_not_errors(tmp_path, seed_bundle):

@@ -28,6 +28,7 @@ def test_detect_the_sample_folder():
         "haproxy.log",
         "nginx-access.log",
         "nginx-error.log",
+        "pyproxy.log",
         "vllm-0.log",
     }
     vllm = rows["vllm-0.log"]
@@ -71,6 +72,7 @@ def test_missing_paths_are_rows_too(tmp_path):
             "instance": None,
             "unparsed_examples": [],
             "unparsed_shapes": [],
+            "tester_summaries": [],
             "notes": [],
             "skipped": "no such file or folder",
         }

@@ -59,18 +59,12 @@ def detect(source: SourceFile) -> FileFormat | None:
 # Importing a format's module registers it; the order of imports does not matter.
 from logforensics.ingest import metrics, noise, pylogs, serverlog  # noqa: E402,F401,I001
 from logforensics.ingest.engines import sglang, tgi, vllm  # noqa: E402,F401,I001
-from logforensics.ingest.proxies import envoy, haproxy, litellm, nginx, traefik, vllm_router  # noqa: E402,F401,I001
+from logforensics.ingest.proxies import (  # noqa: E402,F401,I001
+    envoy, haproxy, httpserver, litellm, nginx, traefik, vllm_router,
+)  # fmt: skip
 from logforensics.ingest.testers import (  # noqa: E402,F401,I001
-    aiperf,
-    generic,
-    genai_perf,
-    guidellm,
-    k6,
-    llmperf,
-    locust,
-    seed,
-    vllm_bench,
-)
+    aiperf, console, generic, genai_perf, guidellm, k6, llmperf, locust, seed, vllm_bench,
+)  # fmt: skip
 
 __all__ = [
     "Claim",

@@ -223,6 +223,8 @@ class ParseResult:
     instance_spans: dict[str, tuple] = field(default_factory=dict)
     # instance → the host:port addresses its own start-up lines name, as printed
     addresses: dict[str, list[str]] = field(default_factory=dict)
+    # a load tester's own figures (per step or run: sent, ok, failed, latency, throughput)
+    tester_summaries: list[dict] = field(default_factory=list)
 
     @property
     def unparsed(self) -> int:

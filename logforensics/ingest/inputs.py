@@ -12,10 +12,11 @@ from pathlib import Path
 import polars as pl
 
 from logforensics import cache, model
-from logforensics.ingest import InputError, ParseContext, SourceFile, detect
+from logforensics.ingest import InputError, ParseContext, SourceFile, detect, evidence
 from logforensics.ingest.sources import (
     distinct_files,
     instance_name,
+    not_a_log,
     rotation_order,
     scrape_instance,
 )
@@ -39,6 +40,7 @@ class InputFile:
     span: tuple[dt.datetime, dt.datetime] | None = None
     unparsed_examples: list[tuple[int, str]] = field(default_factory=list)
     unparsed_shapes: list[dict] = field(default_factory=list)  # see ingest.shapes
+    tester_summaries: list[dict] = field(default_factory=list)  # the tester's own figures
     notes: list[str] = field(default_factory=list)
     skipped: str | None = None  # why the file was not read, if it was not
 
@@ -58,6 +60,11 @@ class Inputs:
     # ("Starting vLLM server on http://127.0.0.1:8001" → "127.0.0.1:8001"; from
     # `non-default args` "host:port", or ":port" where no host was printed)
     addresses: dict[str, list[str]] = field(default_factory=dict)
+    # client files (or rows) not re-counted: the same requests as another file's
+    same_run: list[evidence.SameRun] = field(default_factory=list)
+    # each load tester's own figures, with the file they came from: {file, tester, step,
+    # concurrency, sent, ok, failed, latency_s: {min, p50, p95, p99, max}, ...}
+    tester_summaries: list[dict] = field(default_factory=list)
 
 
 def expand(paths: list[Path]) -> tuple[list[tuple[Path, bool]], list[str]]:
@@ -91,7 +98,10 @@ def _read_one(
             return source, *hit, None
         fmt = detect(source)
         if fmt is None:
-            return source, None, None, "empty file" if source.is_blank() else "no known format"
+            if source.is_blank():
+                return source, None, None, "empty file"
+            what = not_a_log(source.head())
+            return source, None, None, f"not a log: {what}" if what else "no known format"
         result = fmt.parse(source, ctx)
         source.release()
         if entry:
@@ -148,7 +158,7 @@ def load(
             (result.notes if result else []).append(note)
         if failure is not None:
             accounts.append(InputFile(display, None, None, None, skipped=failure))
-            if named or not failure.endswith(("empty file", "no known format")):
+            if named or not failure.startswith(("empty file", "no known format", "not a log")):
                 errors.append(failure if failure.startswith(display) else f"{display}: {failure}")
             continue
         records = {name: frame.height for name, frame in result.tables.items() if frame.height}
@@ -177,6 +187,7 @@ def load(
                 span=result.span or _span(result.tables),
                 unparsed_examples=result.unparsed_examples,
                 unparsed_shapes=result.unparsed_shapes,
+                tester_summaries=result.tester_summaries,
                 notes=result.notes,
             )
         )
@@ -195,16 +206,31 @@ def load(
                 skipped=f"read once: {dup.reason} as {dup.same_as}",
             )
         )
+    collected["client_requests"], copies = evidence.drop_copied_files(
+        [f for f in collected["client_requests"] if f.height]
+    )
     tables = {
         name: pl.concat(frames) if frames else model.empty(name)
         for name, frames in collected.items()
     }
+    tables["client_requests"], repeats = evidence.drop_repeated_rows(tables["client_requests"])
+    by_path = {a.path: a for a in accounts}
+    for same in copies + repeats:
+        if same.file in by_path:
+            by_path[same.file].notes.append(same.note())
+    summaries = [{"file": a.path, **summary} for a in accounts for summary in a.tester_summaries]
     coverage: dict[str, tuple[dt.datetime, dt.datetime]] = {}
     for name, (first, last) in instance_spans:
         lo, hi = coverage.get(name, (first, last))
         coverage[name] = (min(lo, first), max(hi, last))
     return Inputs(
-        tables=tables, files=accounts, errors=errors, coverage=coverage, addresses=addresses
+        tables=tables,
+        files=accounts,
+        errors=errors,
+        coverage=coverage,
+        addresses=addresses,
+        same_run=copies + repeats,
+        tester_summaries=summaries,
     )
 
 

@@ -135,6 +135,34 @@ class PythonTraceback(LineFormat):
             "----------------------------------------",
             tables=(("proxy_events", 1),),
         ),
+        Sample(
+            "CPython 3.11.7 http.server relaying proxy run here: the client left before the 502 "
+            "(frames trimmed; the ^^^ marker lines are 3.11's)",
+            "----------------------------------------\n"
+            "Exception occurred during processing of request from ('127.0.0.1', 49782)\n"
+            "Traceback (most recent call last):\n"
+            '  File "/tmp/pyproxy/proxy.py", line 12, in _forward\n'
+            "    with urllib.request.urlopen(req, timeout=2) as resp:\n"
+            "         ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+            '  File "/root/.pyenv/versions/3.11.7/lib/python3.11/socket.py", line 706, in '
+            "readinto\n"
+            "    return self._sock.recv_into(b)\n"
+            "           ^^^^^^^^^^^^^^^^^^^^^^^\n"
+            "TimeoutError: timed out\n"
+            "\n"
+            "During handling of the above exception, another exception occurred:\n"
+            "\n"
+            "Traceback (most recent call last):\n"
+            '  File "/tmp/pyproxy/proxy.py", line 19, in _forward\n'
+            '    self.send_error(502, f"Bad Gateway: {exc}")\n'
+            '  File "/root/.pyenv/versions/3.11.7/lib/python3.11/socketserver.py", line 834, in '
+            "write\n"
+            "    self._sock.sendall(b)\n"
+            "BrokenPipeError: [Errno 32] Broken pipe\n"
+            "----------------------------------------",
+            role="proxy",
+            tables=(("proxy_events", 1),),
+        ),
     )
     decisive = True
     proxy = False
@@ -156,6 +184,8 @@ class PythonTraceback(LineFormat):
             is_chain.alias("is_chain"),
             # code lines follow a frame line, indented
             (msg.str.starts_with(" ") & is_frame.shift(1).fill_null(False)).alias("is_code"),
+            # Python 3.11+ marks the failing expression under a code line: "    ^^^^~~~~"
+            msg.str.contains(r"^\s+[~^]+\s*$").alias("is_marker"),
             file_role(lines).alias("_role"),
         )
         # A block: a run of frame/code/exception/chain lines (blank lines between
@@ -165,6 +195,7 @@ class PythonTraceback(LineFormat):
             | pl.col("is_exc")
             | pl.col("is_chain")
             | pl.col("is_code")
+            | pl.col("is_marker")
             | ((msg.str.strip_chars() == "") & pl.col("is_chain").shift(-1).fill_null(False))
         )
         contiguous = pl.col("line_no").diff().fill_null(1) != 1

@@ -206,3 +206,28 @@ def scrape_instance(
             return None, f"port {port} is named by several instances ({', '.join(matches)})"
     known = "; ".join(f"{i}: {', '.join(a)}" for i, a in sorted(addresses.items())) or "none"
     return None, f"neither its name nor its labels name an instance's address (known: {known})"
+
+
+# Files that are not logs, told apart so the account can say what they are. Each is a
+# pattern that several of the first lines match (one line is not enough).
+NOT_LOGS = {
+    "an nginx configuration": r"^\s*(?:worker_processes|events\s*\{|http\s*\{|upstream\s+\S+\s*\{"
+    r"|server\s*\{|location\s|proxy_pass\s|listen\s+\S+;|log_format\s|access_log\s)",
+    "an HAProxy configuration": r"^(?:global|defaults|frontend\s+\S+|backend\s+\S+|listen\s+\S+)\s*$"
+    r"|^\s+(?:mode\s+(?:http|tcp)|balance\s+\w+|server\s+\S+\s+\S+:\d+|timeout\s+\w+\s+\S+)",
+    "a Markdown document": r"^#{1,6} \S|^\|[-| :]+\|$|^(?:[-*]|\d+\.) \S",
+    "a script": r"^#!/",
+}
+NOT_LOG_MIN_LINES = 2
+
+
+def not_a_log(head: list[str]) -> str | None:
+    """What a file of no known format is, where it is plainly not a log (else None)."""
+    for what, pattern in NOT_LOGS.items():
+        rx = re.compile(pattern)
+        hits = sum(bool(rx.search(line)) for line in head)
+        if hits >= (
+            1 if what == "a script" and head and head[0].startswith("#!") else NOT_LOG_MIN_LINES
+        ):
+            return what
+    return None

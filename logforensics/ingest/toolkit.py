@@ -468,12 +468,18 @@ def note_duplicate_ids(frame: pl.DataFrame, notes: list[str]) -> None:
 
 
 def placeholders(
-    n: int, ok: bool, source: str, step: int | None, error: str | None = None
+    n: int,
+    ok: bool,
+    source: str,
+    step: int | None,
+    error: str | None = None,
+    concurrency: int | None = None,
 ) -> pl.DataFrame:
     """Requests an aggregate counts but no per-request record describes."""
     return pl.DataFrame(
         {
             "step": pl.Series([step] * n, dtype=pl.Int64),
+            "concurrency": pl.Series([concurrency] * n, dtype=pl.Int64),
             "ok": pl.Series([ok] * n, dtype=pl.Boolean),
             "error": pl.Series([error] * n, dtype=pl.Utf8),
             "source": pl.Series(

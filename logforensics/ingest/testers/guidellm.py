@@ -40,6 +40,22 @@ GUIDELLM_RECORD_RE = r'\{\s*"type_"\s*:\s*"generative_(?:request_stats|text_resp
 GUIDELLM_STATUSES = ("successful", "incomplete", "errored")
 
 
+def strategy_concurrency(bench: dict) -> int | None:
+    """The concurrency a benchmark's strategy ran: ``synchronous`` 1, ``concurrent`` its
+    streams, ``throughput`` its max_concurrency where set; rate strategies (``constant``,
+    ``poisson``) fix a rate, not a concurrency: None. v0.4+ ``config.strategy``, v0.2 ``args``."""
+    strategy = (bench.get("config") or {}).get("strategy") or (bench.get("args") or {}).get(
+        "strategy"
+    )
+    if not isinstance(strategy, dict):
+        return None
+    kind = strategy.get("type_") or strategy.get("type")
+    value = {"synchronous": 1, "concurrent": strategy.get("streams")}.get(kind)
+    if kind == "throughput":
+        value = strategy.get("max_concurrency")
+    return int(value) if isinstance(value, int | float) else None
+
+
 @register_file_format
 class GuideLLMReport(FileFormat):
     """GuideLLM ``benchmarks.json`` / ``.yaml``: benchmarks → requests by status."""
@@ -74,6 +90,7 @@ class GuideLLMReport(FileFormat):
         text = source.text
         records: list[tuple[int, str, dict]] = []  # (benchmark, status, record)
         totals: dict[int, dict] = {}
+        levels: dict[int, int | None] = {}  # benchmark → the concurrency its strategy ran
         if not text.lstrip().startswith("{"):
             doc, readable_to = self._yaml(source, result)
             if doc is None:
@@ -110,16 +127,19 @@ class GuideLLMReport(FileFormat):
                 for status in GUIDELLM_STATUSES:
                     records.extend((b, status, r) for r in requests.get(status) or [])
                 totals[b] = self._totals(bench or {})
+                levels[b] = strategy_concurrency(bench or {})
             version = (doc.get("metadata") or {}).get("guidellm_version")
             if version:
                 result.notes.append(f"GuideLLM {version}")
         account_document(result, source, readable_to)
         n_bench = max([b for b, _, _ in records] + list(totals) + [0]) + 1
-        frame = self._rows(records, source.display, n_bench)
+        frame = self._rows(records, source.display, n_bench, levels)
         frames = [frame]
         for b, total in totals.items():
             frames.extend(
-                self._sampled_out(b, total, records, source.display, n_bench, result.notes)
+                self._sampled_out(
+                    b, total, records, source.display, n_bench, result.notes, levels.get(b)
+                )
             )
         frame = place_on_clock(
             concat_frames(frames),
@@ -161,7 +181,9 @@ class GuideLLMReport(FileFormat):
         return None
 
     @staticmethod
-    def _rows(records: list[tuple[int, str, dict]], display: str, n_bench: int) -> pl.DataFrame:
+    def _rows(
+        records: list[tuple[int, str, dict]], display: str, n_bench: int, levels: dict
+    ) -> pl.DataFrame:
         if not records:
             return pl.DataFrame()
         frame = records_frame([r for _, _, r in records]).with_columns(
@@ -188,6 +210,9 @@ class GuideLLMReport(FileFormat):
         status = pl.col("_status")
         return f.select(
             (pl.col("_bench") + 1 if n_bench > 1 else pl.lit(None, dtype=pl.Int64)).alias("step"),
+            pl.col("_bench")
+            .replace_strict(levels, default=None, return_dtype=pl.Int64)
+            .alias("concurrency"),
             to_seconds(start).alias("_start"),
             to_seconds(end).alias("_end"),
             first_column(f, "request_latency", dtype=pl.Float64).alias("latency_s"),
@@ -208,7 +233,7 @@ class GuideLLMReport(FileFormat):
         )
 
     @staticmethod
-    def _sampled_out(b, total, records, display, n_bench, notes) -> list[pl.DataFrame]:
+    def _sampled_out(b, total, records, display, n_bench, notes, level) -> list[pl.DataFrame]:
         if not total:
             return []
         step = b + 1 if n_bench > 1 else None
@@ -225,6 +250,7 @@ class GuideLLMReport(FileFormat):
                         f"{display}:benchmark {b + 1} {status} (aggregate count)",
                         step,
                         None if status == "successful" else f"{status} (sampled out: no record)",
+                        level,
                     )
                 )
             elif have > want:

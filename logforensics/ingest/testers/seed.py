@@ -67,13 +67,21 @@ class SeedRows(FileFormat):
         restart = pl.col("is_header") | (
             pl.col("index") <= pl.col("index").forward_fill().shift(1)
         ).fill_null(False)
-        flat = flat.with_columns(restart.cum_sum().alias("block")).filter(~pl.col("is_header"))
-        flat = flat.with_columns((pl.col("block").rank("dense")).cast(pl.Int64).alias("step"))
+        flat = flat.with_columns(restart.cum_sum().alias("block"))
+        # The script fires a block's requests at once: a block's size is its concurrency,
+        # unless a header line ("N=20", "동시 요청 20") declares it.
+        declared = pl.col("declared").filter(pl.col("is_header")).first().over("block")
+        flat = flat.with_columns(declared.alias("declared")).filter(~pl.col("is_header"))
+        flat = flat.with_columns(
+            (pl.col("block").rank("dense")).cast(pl.Int64).alias("step"),
+            pl.coalesce("declared", pl.len().over("block").cast(pl.Int64)).alias("concurrency"),
+        )
         text = pl.coalesce(pl.col("4"), pl.col("5"))
         result_of = outcome.classify(error=text)
         frame = flat.select(
             pl.lit(source.display).alias("run"),
             "step",
+            "concurrency",
             "index",
             pl.col("2").cast(pl.Float64).alias("latency_s"),
             outcome.ok_of(result_of),

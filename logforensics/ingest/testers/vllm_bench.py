@@ -150,6 +150,8 @@ class VllmBench(FileFormat):
     def _run(doc, i, n_docs, origin, display, ctx, result, prefix) -> pl.DataFrame:
         notes = result.notes
         step = i + 1 if n_docs > 1 else None
+        level = doc.get("max_concurrency")  # `--max-concurrency`; None: unbounded (rate only)
+        level = int(level) if isinstance(level, int | float) else None
         where = "" if origin == "document" else f"{origin} "
         aggregate = f"{display}:{where}aggregate count"
         arrays = {k: doc[k] for k in VLLM_ARRAYS if isinstance(doc.get(k), list)}
@@ -203,6 +205,7 @@ class VllmBench(FileFormat):
             error = pl.when(err != "").then(err)  # no evidence either way: outcome unknown
             f = f.select(
                 pl.lit(step, dtype=pl.Int64).alias("step"),
+                pl.lit(level, dtype=pl.Int64).alias("concurrency"),
                 pl.col("_i").cast(pl.Int64).alias("index"),
                 first_column(f, "start_times", dtype=pl.Float64).alias("_start"),
                 latency.alias("latency_s"),
@@ -219,7 +222,7 @@ class VllmBench(FileFormat):
                 short_ok = max(0, int(completed) - have_ok)
                 short_failed = max(0, int(failed or 0) - have_failed)
                 if short_ok or short_failed:
-                    frames.append(placeholders(short_ok, True, aggregate, step))
+                    frames.append(placeholders(short_ok, True, aggregate, step, concurrency=level))
                     frames.append(
                         placeholders(
                             short_failed,
@@ -227,6 +230,7 @@ class VllmBench(FileFormat):
                             aggregate,
                             step,
                             "failed (counted by the aggregate only)",
+                            level,
                         )
                     )
                 notes.append(
@@ -240,7 +244,7 @@ class VllmBench(FileFormat):
                     "scripts): requests cannot be placed on the servers' clock one by one"
                 )
         elif completed is not None:
-            frames.append(placeholders(int(completed), True, aggregate, step))
+            frames.append(placeholders(int(completed), True, aggregate, step, concurrency=level))
             frames.append(
                 placeholders(
                     int(failed or 0),
@@ -248,6 +252,7 @@ class VllmBench(FileFormat):
                     aggregate,
                     step,
                     "failed (counted by the aggregate only)",
+                    level,
                 )
             )
             notes.append(

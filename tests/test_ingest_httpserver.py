@@ -1,0 +1,37 @@
+"""The seed's own proxy: Python http.server relaying with urllib, as one proxy log.
+
+tests/data/serverlogs/pyproxy.log is the stderr of such a proxy (CPython 3.11.7,
+http.server + urllib, send_error(502, f"Bad Gateway: {exc}")) run here in front of a
+stub: one 200, an upstream 503, an upstream timeout, a client that left before the 502
+(BrokenPipeError traceback), a GET it does not implement (501), a garbage request (400).
+"""
+
+from pathlib import Path
+
+from logforensics.ingest import FILE_FORMATS, ParseContext, SourceFile, detect
+
+LOG = Path(__file__).parent / "data" / "serverlogs" / "pyproxy.log"
+
+
+def test_the_relaying_proxy_log_is_one_proxy_log_every_line_understood():
+    source = SourceFile(LOG, "pyproxy.log", "pyproxy")
+    fmt = detect(source)
+    assert fmt is FILE_FORMATS["proxy_log"]
+    result = fmt.parse(source, ParseContext(year=2026))
+    assert (result.lines, result.unparsed) == (71, 0)
+    rows = result.table("proxy_requests")
+    assert rows["http_status"].to_list() == [200, 502, 502, 502, 501, 400]
+    assert rows["upstream_status"].to_list() == [None, 503, None, None, None, None]
+    assert rows["delivery"].to_list() == [
+        "unknown",
+        "reached",
+        "unknown",
+        "unknown",
+        "unknown",
+        "unknown",
+    ]
+    assert rows["proxy"].unique().to_list() == ["pyproxy"]
+    events = result.table("proxy_events").sort("source")
+    assert events["kind"].to_list() == ["upstream_5xx", "timeout", "timeout", "timeout"]
+    assert "BrokenPipeError" in events["detail"][3]
+    assert result.table("server_requests").is_empty()  # a proxy's log creates no instance
