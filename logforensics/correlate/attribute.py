@@ -119,9 +119,11 @@ def match_lifecycle(
 
     1. an abort at the failure's end (the client or proxy hung up, the engine
        aborted at once), received no earlier than the request was sent;
-    2. a request the engine received during the failure's window and never
-       ended, after its instance's last answered access line: it was running
-       when the instance's log stopped (the process died mid-request).
+    2. a request the engine received during the failure's window and aborted
+       after its end — a streamed request is aborted only when the engine next
+       writes to it, which a preempted or waiting one may not do for a minute —
+       or never ended, after its instance's last answered access line: it was
+       running when the instance's log stopped (the process died mid-request).
 
     `timed`: `_row`, `ok`, `s`, `e` (client clock, epoch seconds) of the
     requests still unattributed. Returns `_row`, `instance`, `engine_key`,
@@ -153,12 +155,13 @@ def match_lifecycle(
     )
     picked = []
     taken_rows: set[int] = set()
-    for point, lo, hi, candidates in (
-        ("_abort", "e", "e", free.filter(pl.col("_abort").is_not_null())),
-        ("_recv", "s", "e", free.filter(pl.col("_open") & pl.col("_recv").is_not_null())),
+    aborted_or_open = pl.col("_abort").is_not_null() | pl.col("_open")
+    for point, lo, hi, fits in (
+        ("_abort", "e", "e", pl.col("_abort").is_not_null()),
+        ("_recv", "s", "e", aborted_or_open & pl.col("_recv").is_not_null()),
     ):
         windows = failed.filter(~pl.col("_row").is_in(list(taken_rows))).sort(lo)
-        candidates = candidates.sort(point)
+        candidates = free.filter(fits).sort(point)
         if windows.is_empty() or candidates.is_empty():
             continue
         picks = pair_windows(
@@ -172,11 +175,13 @@ def match_lifecycle(
         pairs = (
             candidates[got]
             .with_columns(rows.alias("_row"))
-            .join(windows.select("_row", "s"), on="_row")
+            .join(windows.select("_row", "s", pl.col("e").alias("_end")), on="_row")
         )
-        # an engine request received before the client sent anything is another request's
+        # an engine request received before the client sent anything is another request's,
+        # and so is one aborted before the client saw its failure
         pairs = pairs.filter(
-            pl.col("_recv").is_null() | (pl.col("_recv") >= pl.col("s") - pl.col("_tol"))
+            (pl.col("_recv").is_null() | (pl.col("_recv") >= pl.col("s") - pl.col("_tol")))
+            & (pl.col("_abort").is_null() | (pl.col("_abort") >= pl.col("_end") - pl.col("_tol")))
         )
         following = np.minimum(got + 1, len(candidates) - 1)
         rivals = (
@@ -195,6 +200,9 @@ def match_lifecycle(
             .alias("ambiguous")
         )
         taken_rows |= set(pairs["_row"].to_list())
+        free = free.join(
+            pairs.select("instance", "engine_key"), on=["instance", "engine_key"], how="anti"
+        )
         picked.append(pairs.select("_row", "instance", "engine_key", "ambiguous"))
     if not picked:
         return pl.DataFrame(

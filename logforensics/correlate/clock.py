@@ -96,11 +96,26 @@ def estimate_offset(
     (uvicorn's access log off), the engines' ``Received request`` lines are
     fitted to the requests' starts instead (`server`: the server requests).
     """
-    points, widths = _record_points(records)
-    evidence = [Echoes(points, widths, _end_times(client))]
+    return _fit([clock_evidence(client, records, server)], forced, prefer)
+
+
+def clock_evidence(
+    client: pl.DataFrame, records: pl.DataFrame, server: pl.DataFrame | None
+) -> Echoes:
+    """What the clock is judged on: the engines' arrival lines where there are enough.
+
+    ``Received request`` is written when a request arrives, streamed or not;
+    uvicorn's access line when the response headers go out — at the end of a
+    plain request but at the start of a streamed one, so fitted to request
+    ends it pulls the offset a whole latency off. Access lines decide only
+    where the engines log no arrivals.
+    """
     if server is not None:
-        evidence.append(_arrival_echoes(client, server))
-    return _fit(evidence, forced, prefer)
+        arrivals = _arrival_echoes(client, server)
+        if len(arrivals.points) >= INSTANCE_MIN_MATCHES and len(arrivals.anchors):
+            return arrivals
+    points, widths = _record_points(records)
+    return Echoes(points, widths, _end_times(client))
 
 
 def _arrival_echoes(client: pl.DataFrame, server: pl.DataFrame) -> Echoes:
@@ -301,17 +316,22 @@ def align_instances(
     """
     if records is None:
         records = inference_records(tables["server_requests"])
-    ends = _end_times(client)
+    server = tables["server_requests"]
     fits: dict[str, ClockFit] = {}
     shifts: dict[str, float] = {}
-    for name in sorted(records["instance"].drop_nulls().unique().to_list()):
-        points, widths = _record_points(records.filter(pl.col("instance") == name))
+    names = set(records["instance"].drop_nulls()) | set(server["instance"].drop_nulls())
+    for name in sorted(names):
+        own = clock_evidence(
+            client,
+            records.filter(pl.col("instance") == name),
+            server.filter(pl.col("instance") == name),
+        )
         if clock.method == "forced":
-            fits[name] = _fit([Echoes(points, widths, ends)], clock.offset_s)
+            fits[name] = _fit([own], clock.offset_s)
             continue
-        fit = _fit([Echoes(points, widths, ends)], None, prefer=clock.offset_s, subset=True)
+        fit = _fit([own], None, prefer=clock.offset_s, subset=True)
         fits[name] = fit
-        at_common = int(_fitting(points, widths, ends, clock.offset_s).sum())
+        at_common = int(_fitting(own.points, own.widths, own.anchors, clock.offset_s).sum())
         # move an instance only when its own clock explains more of its records
         better = fit.matched >= INSTANCE_MIN_MATCHES and fit.matched > at_common
         if better and abs(fit.offset_s - clock.offset_s) > INSTANCE_DISAGREEMENT_S:
