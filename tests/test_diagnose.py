@@ -346,3 +346,24 @@ def test_thresholds_change_the_verdict():
     # requests waiting there make it a compute limit
     assert kv_full_with_plateau().verdict().bottleneck == Bottleneck.KV_CACHE
     assert kv_full_with_plateau().verdict(Thresholds(kv_full_pct=99)).bottleneck == Bottleneck.GPU
+
+
+def test_a_full_kv_cache_with_nothing_waiting_is_not_enough():
+    """KV usage is at 95%, but nothing waits and nothing was preempted: the cache held
+    what was admitted. Neither KV nor compute is proven; `missing` says what was seen."""
+    case = successes(Case(["gpu-a"]), names=("gpu-a",))
+    case.requests_n(4, 100, 130, False, step=3, instance="gpu-a", error=TIMED_OUT)
+    case.stats_every("gpu-a", 0, 150, running=4, waiting=0, gpu=95.0)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.INCONCLUSIVE
+    assert any("KV cache up to 95% and up to 0 waiting" in m for m in v.missing)
+
+
+def test_client_errors_are_not_a_capacity_limit():
+    """400s at a busy instance are the requests' own fault, not compute."""
+    case = successes(Case(["gpu-a", "gpu-b"]))
+    case.requests_n(4, 100, 101, False, step=3, instance="gpu-a", http_status=400)
+    case.stats_every("gpu-a", 0, 150, running=16, waiting=8, gpu=20.0)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.INCONCLUSIVE
+    assert any("rejected 4 request(s) (http_400)" in m for m in v.missing)

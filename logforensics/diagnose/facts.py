@@ -39,7 +39,7 @@ TIMEOUT_TEXT = r"(?i)timed? ?out|timeout|deadline exceeded"
 
 def failure_class() -> pl.Expr:
     """The failure's class: the correlation stage's `outcome` where it gives one, else a
-    rough class from the status and error text (only `timeout` is read by a rule)."""
+    rough class from the status and error text (`timeout`, `http_NNN`, else `error`)."""
     fallback = (
         pl.when(pl.col("http_status").is_not_null())
         .then(pl.format("http_{}", pl.col("http_status")))
@@ -48,6 +48,14 @@ def failure_class() -> pl.Expr:
         .otherwise(pl.lit("error"))
     )
     return pl.coalesce(pl.col("outcome"), fallback)
+
+
+def client_error() -> pl.Expr:
+    """A 4xx answer (not 408 or 429): the server rejected the request itself, which no
+    capacity limit explains (a rule reading engine lines may still, e.g. KV-too-small)."""
+    named = pl.col("failure_class").str.extract(r"^http_(4\d\d)$", 1).cast(pl.Int64)
+    code = pl.coalesce(named, pl.col("http_status"))
+    return ((code >= 400) & (code < 500) & ~code.is_in([408, 429])).fill_null(False)
 
 
 def slow_failure() -> pl.Expr:
@@ -148,7 +156,7 @@ def build(
             pl.coalesce(pl.col("instance"), pl.col("proxy_instance")).alias("target"),
         )
         .with_columns(failure_class().alias("failure_class"))
-        .with_columns(slow_failure().alias("slow"))
+        .with_columns(slow_failure().alias("slow"), client_error().alias("client_error"))
     )
     failures = measured.filter(pl.col("ok").eq(False)).with_row_index("fid")
     stats = kv_columns(tables["engine_stats"])

@@ -27,9 +27,9 @@ from logforensics.model import Bottleneck
 
 UNREACHED = Signal(
     "failures_never_reached_an_instance",
-    "Failed requests that never reached any instance",
+    "Failed requests that never reached any instance (the proxy refused them, or no log saw them inside every log's span)",
     0.6,
-    "> 0: refused by the proxy, or unseen inside every instance log's span",
+    "> 0",
 )
 REFUSED = Signal(
     "proxy_refused_before_any_upstream",
@@ -39,15 +39,15 @@ REFUSED = Signal(
 )
 ROOM = Signal(
     "instances_had_room_during_failures",
-    "An instance had room while requests failed in front of it",
+    "An instance had room during the failed requests' windows",
     0.5,
-    "Waiting = 0 and KV < {idle_kv_pct:g}% on an instance during a failed request's window",
+    "Waiting = 0, KV < {idle_kv_pct:g}%",
 )
 PROXY_ERRORS = Signal(
     "proxy_errors_at_failure_times",
-    "Proxy errors at the failure times",
+    "Proxy errors at the times of failed requests that never reached an instance",
     0.5,
-    "> 0 within {proxy_window_s:g} s of a failed request that never reached an instance",
+    "> 0 within {proxy_window_s:g} s",
 )
 
 

@@ -20,23 +20,21 @@ from logforensics.model import Bottleneck
 
 QUEUED = Signal(
     "requests_queued_with_kv_room",
-    "Requests waited at the instance while its KV cache had room",
+    "Requests waited, KV cache with room, on the instance a failed request reached, in its window (no preemption on record)",
     0.5,
-    "Waiting > 0 and KV < {kv_full_pct:g}% on the instance a failed request reached, "
-    "during its window, no preemption on record",
+    "Waiting > 0, KV < {kv_full_pct:g}%",
 )
 BUSY = Signal(
     "instance_busy_while_requests_timed_out",
-    "Requests timed out at an instance that was busy computing, KV cache low",
+    "Requests timed out at an instance busy computing (running or processing tokens) with its KV cache low (no preemption on record)",
     0.5,
-    "a timed-out request's instance running or processing tokens during its window, "
-    "KV < {idle_kv_pct:g}%, no preemption on record",
+    "timed out, KV < {idle_kv_pct:g}%",
 )
 QUEUED_WITHOUT_FAILURES = Signal(
     "requests_queued",
-    "Requests waited while latency grew (no request failed)",
+    "Requests waited, KV cache with room, while latency grew (no request failed)",
     0.4,
-    "Waiting > 0 and KV < {kv_full_pct:g}%, with latency growth",
+    "Waiting > 0, KV < {kv_full_pct:g}%",
 )
 
 
@@ -84,7 +82,8 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
     working = states.filter(
         pl.col("busy") & pl.col("slow") & (pl.col("kv_max") < t.idle_kv_pct)
     ).join(queued.select(keys), on=keys, how="anti")
-    claimed = claims(facts, pl.concat([queued.select(keys), working.select(keys)]), _reached())
+    queued_or_working = pl.concat([queued.select(keys), working.select(keys)])
+    claimed = claims(facts, queued_or_working, _reached() & ~pl.col("client_error"))
     mine = pl.col("fid").is_in(facts.failures.filter(claimed)["fid"].implode())
     queued, working = queued.filter(mine), working.filter(mine)
     evidence = []

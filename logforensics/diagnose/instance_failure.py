@@ -37,28 +37,27 @@ STAMP_SLACK = dt.timedelta(seconds=1)  # vLLM's own stamps are whole seconds
 
 STOPPED = Signal(
     "instance_log_stopped",
-    "The instance's log stopped while another instance's went on",
+    "The instance's log stopped before the test's end while another instance's went on",
     0.5,
-    "last line ≥ {log_silence_s:g} s before the test's last request ended, another log "
-    "≥ {log_silence_s:g} s longer",
+    "ends ≥ {log_silence_s:g} s early",
 )
 DIED = Signal(
     "engine_died",
-    "The instance printed an engine-death, out-of-memory, Killed or restart banner",
+    "The instance printed an engine-death, out-of-memory, Killed or restart banner during the test",
     0.6,
     "during the test",
 )
 UNREACHABLE = Signal(
     "proxy_could_not_reach_the_instance",
-    "The proxy logged refused, closed or reset connections naming the instance",
+    "The proxy logged refused, closed or reset connections naming the instance, near a failed request sent there",
     0.5,
-    "> 0 within {proxy_window_s:g} s of a failed request sent there",
+    "> 0 within {proxy_window_s:g} s",
 )
 AFTER = Signal(
     "failures_on_it_after_it_failed",
-    "Failed requests sent to the instance at or after it failed",
+    "Failed requests sent to the instance at or after it failed, until it served again",
     0.4,
-    "> 0, until it next served a request",
+    "> 0",
 )
 
 

@@ -1,7 +1,7 @@
 """`kv_cache`: the instance a failed request reached was out of KV cache space.
 
 Read on that instance, during that request's window: KV usage at or above
-full, preemption / KV-full / out-of-memory lines, or the stats-line sign of
+full with requests waiting, preemption / KV-full / out-of-memory lines, or the stats-line sign of
 preemption (Running falls while Waiting rises after a line at full KV: vLLM
 0.32 never prints `Preemptions:` although it preempts). A /metrics scrape's
 `vllm:num_preemptions_total` proves preemption happened between the engine's
@@ -22,27 +22,27 @@ PRESSURE_KINDS = ["preempted", "kv_full", "oom"]
 
 FULL = Signal(
     "kv_cache_full_during_failures",
-    "KV cache full on the instance while its requests failed",
+    "KV cache full with requests waiting, on the instance a failed request reached, in its window",
     0.6,
-    "≥ {kv_full_pct:g}% on the instance a failed request reached, during its window",
+    "≥ {kv_full_pct:g}%, Waiting > 0",
 )
 PRESSURE = Signal(
     "kv_pressure_events_at_failure_times",
-    "Preemption, KV-full or out-of-memory lines while requests failed",
+    "Preemption, KV-full or out-of-memory lines on that instance, in a failed request's window",
     0.6,
-    "> 0 on that instance during a failed request's window",
+    "> 0",
 )
 PREEMPTION_SIGN = Signal(
     "preemption_seen_in_stats",
-    "Running fell while Waiting rose right after a full KV cache (preemption)",
+    "Running fell while Waiting rose right after a full KV cache (preemption), in a failed request's window",
     0.4,
-    "a stats line after one at ≥ {kv_full_pct:g}%, during a failed request's window",
+    "after a line ≥ {kv_full_pct:g}%",
 )
 COUNTER = Signal(
     "preemptions_on_record",
-    "The engine recorded preemptions (a /metrics counter, or lines at other times), and requests waited while others failed",
+    "The engine recorded preemptions (a /metrics counter, or lines at other times) and requests waited there during the failures",
     0.4,
-    "a preemption record > 0 on the instance and Waiting > 0 there during a failed request's window",
+    "> 0, Waiting > 0",
 )
 FULL_WITHOUT_FAILURES = Signal(
     "kv_cache_full",
@@ -76,7 +76,9 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
         return _without_failures(facts, t)
     reached = pl.col("reach") == "reached"
     ws = facts.window_stats
-    full = ws.filter(pl.col("kv_pct") >= t.kv_full_pct)
+    keys = ["fid", "instance"]
+    queued = ws.filter(pl.col("waiting") > 0).select(keys).unique()
+    full = ws.filter(pl.col("kv_pct") >= t.kv_full_pct).join(queued, on=keys, how="semi")
     sign = ws.filter(preemption_sign(t))
     pressure = facts.window_events.filter(pl.col("kind").is_in(PRESSURE_KINDS))
     elsewhere = preemptions_elsewhere(facts)
@@ -84,9 +86,12 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
     waiting_counted = ws.filter(
         (pl.col("waiting") > 0) & pl.col("instance").is_in(counted.implode())
     )
-    keys = ["fid", "instance"]
-    pairs = pl.concat([f.select(keys) for f in (full, sign, pressure, waiting_counted)]).unique()
-    claimed = claims(facts, pairs, reached)
+    # a 4xx is the request's own fault unless the engine said why (a KV-full line)
+    state = pl.concat([f.select(keys) for f in (full, sign, waiting_counted)]).unique()
+    claimed = claims(facts, state, reached & ~pl.col("client_error")) | claims(
+        facts, pressure.select(keys), reached
+    )
+    pairs = pl.concat([state, pressure.select(keys)]).unique()
     fids = facts.failures.filter(claimed)["fid"]
     mine = pl.col("fid").is_in(fids.implode())
     full, sign, pressure, waiting_counted = (

@@ -23,16 +23,16 @@ REACHED = Signal(
 )
 LATENCY = Signal(
     "latency_grew_with_concurrency",
-    "Latency grew with concurrency",
+    "Latency (P50 of the successes) grew from the first step to the last",
     0.3,
-    "P50 of the last step ≥ ×{latency_growth:g} the first's",
+    "×{latency_growth:g} or more",
     SHARED,
 )
 PLATEAU = Signal(
     "throughput_plateaued",
-    "Output throughput stopped growing with load",
+    "Output throughput stopped growing while concurrency rose",
     0.3,
-    "growth < {throughput_plateau:.0%} for ≥ {plateau_load_growth:.0%} more concurrency",
+    "< +{throughput_plateau:.0%} for +{plateau_load_growth:.0%} load",
     SHARED,
 )
 SIGNALS = (REACHED, LATENCY, PLATEAU)

@@ -144,7 +144,7 @@ def assemble(facts: Facts, results: dict[Bottleneck, RuleResult], t: Thresholds)
         why = (
             two_ways
             if contested.height
-            else f"the logs cannot tell where the {facts.failed} failure(s) happened"
+            else f"nothing in the logs tells what failed the {facts.failed} request(s)"
         )
         return _inconclusive(fired, missing, why, **counts)
     primary = found[0]
@@ -315,22 +315,34 @@ def _missing_inputs(facts: Facts) -> list[str]:
 def _unexplained_needs(facts: Facts, unexplained: pl.DataFrame) -> list[str]:
     """For the failures no cause explains: the evidence that would, where and when."""
     out = []
+    rejected = unexplained.filter(pl.col("client_error"))
+    if rejected.height:
+        codes = ", ".join(rejected["failure_class"].unique().sort().to_list())
+        out.append(
+            f"why the server rejected {rejected.height} request(s) ({codes}): a client error, "
+            "not a capacity limit; the response bodies (the client's error text) would say"
+        )
+    unexplained = unexplained.filter(~pl.col("client_error"))
     reached = unexplained.filter(pl.col("reach") == "reached")
     placed = reached.filter(pl.col("target").is_not_null())
-    read = facts.window_stats.select("fid", "instance").unique()
+    preempted = kv_cache.preempted_instances(facts)
     for (name,), group in placed.group_by("target", maintain_order=True):
         span = span_text(group["w_start"].min(), group["w_end"].max())
-        seen = read.filter(
+        seen = facts.window_stats.filter(
             pl.col("fid").is_in(group["fid"].implode()) & (pl.col("instance") == name)
         )
         if seen.is_empty():
-            out.append(f"vLLM stats lines or a /metrics scrape covering {span} on {name}")
-        else:
-            out.append(
-                f"what held up {group.height} failed request(s) on {name} during {span}: its "
-                "stats show no limit; a /metrics scrape before and after the test "
-                "(vllm:num_preemptions_total, vllm:num_requests_waiting) would tell"
-            )
+            known = " (it recorded preemptions, but not when)" if name in preempted else ""
+            out.append(f"vLLM stats lines or a /metrics scrape covering {span} on {name}{known}")
+            continue
+        kv, waiting = seen["kv_pct"].max(), seen["waiting"].max()
+        kv_text = "not reported" if kv is None else f"up to {kv:g}%"
+        out.append(
+            f"what held up {group.height} failed request(s) on {name} during {span}: its stats "
+            f"show KV cache {kv_text} and up to {waiting} waiting, no limit the rules "
+            "recognise; a /metrics scrape before and after the test "
+            "(vllm:num_preemptions_total, vllm:num_requests_waiting) would tell"
+        )
     unplaced = reached.filter(pl.col("target").is_null())
     if unplaced.height:
         out.append(
