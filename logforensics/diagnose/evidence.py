@@ -123,6 +123,3 @@ class Rule:
     evaluate: Callable[[Facts, Thresholds], RuleResult]
     outranks: tuple[Bottleneck, ...] = ()  # its claims take a failure from these causes
     corroborated: bool = False  # shared signals add to its confidence
-
-    def signal(self, name: str) -> Signal:
-        return next(s for s in self.signals if s.name == name)

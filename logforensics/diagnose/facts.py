@@ -94,9 +94,8 @@ class Facts:
     stats: pl.DataFrame  # engine_stats + kv_pct, kv_device, prev_* (see kv_columns)
     events: pl.DataFrame  # engine_events
     proxy_events: pl.DataFrame
-    candidates: pl.DataFrame  # fid, instance: the instances each failure could have met
-    window_stats: pl.DataFrame  # candidates × the stats lines inside the failure's window
-    window_events: pl.DataFrame  # candidates × the engine events inside the failure's window
+    window_stats: pl.DataFrame  # (fid, instance it could have met) × its stats lines in the window
+    window_events: pl.DataFrame  # the same pairs × the engine events in the window
     instances: list[str]
     coverage: dict[str, tuple[dt.datetime, dt.datetime]]
     upstream_instances: dict[str, str]  # proxy upstream address → instance
@@ -174,7 +173,6 @@ def build(
         stats=stats,
         events=tables["engine_events"],
         proxy_events=tables["proxy_events"],
-        candidates=candidates,
         window_stats=_inside(candidates, stats),
         window_events=_inside(candidates, tables["engine_events"]),
         instances=instances,
@@ -248,6 +246,11 @@ def span_text(start: dt.datetime | None, end: dt.datetime | None) -> str:
 
 def at_text(moment: dt.datetime | None) -> str:
     return moment.strftime("%H:%M:%S UTC") if moment is not None else "an unknown time"
+
+
+def names(frame: pl.DataFrame) -> str:
+    """The instances a frame's rows are on, for evidence text."""
+    return ", ".join(frame["instance"].drop_nulls().unique().sort().to_list())
 
 
 def labels(frame: pl.DataFrame, column: str = "source") -> list[str]:

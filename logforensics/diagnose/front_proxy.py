@@ -20,6 +20,7 @@ from logforensics.diagnose.facts import (
     inside_spans,
     labels,
     merged_windows,
+    names,
     span_text,
 )
 from logforensics.diagnose.thresholds import Thresholds
@@ -81,8 +82,8 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
         .join(read.group_by("fid").len(), on="fid", suffix="_read")
         .filter(pl.col("len") == pl.col("len_read"))
     )
-    not_shed = facts.failures.select(~pl.col("fid").is_in(shed["fid"].implode()).alias("c"))["c"]
-    claimed = facts.failures.select(unreached.alias("c"))["c"] & not_shed
+    shedding = pl.col("fid").is_in(shed["fid"].implode())
+    claimed = facts.failures.select((unreached & ~shedding).alias("c"))["c"]
     mine = facts.failures.filter(claimed)
     evidence = []
     missing = []
@@ -103,7 +104,7 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
             evidence.append(
                 ROOM.fired(
                     f"max Waiting 0, max KV cache {kv_text} on "
-                    f"{', '.join(roomy['instance'].unique().sort().to_list())}, during "
+                    f"{names(roomy)}, during "
                     f"{roomy['fid'].n_unique()} of {mine.height} of these failures",
                     t,
                     labels(rows),
@@ -121,13 +122,13 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
                 .iter_rows()
             )
             evidence.append(PROXY_ERRORS.fired(kinds, t, labels(errors)))
-    shed_failures = facts.failures.filter(unreached & pl.col("fid").is_in(shed["fid"].implode()))
+    shed_failures = facts.failures.filter(unreached & shedding)
     if shed_failures.height:
-        names = states.filter(pl.col("fid").is_in(shed_failures["fid"].implode()))["instance"]
+        saturated_on = states.filter(pl.col("fid").is_in(shed_failures["fid"].implode()))
         missing.append(
             f"{shed_failures.height} request(s) never reached an instance during "
             f"{span_text(shed_failures['w_start'].min(), shed_failures['w_end'].max())} while every "
-            f"instance ({', '.join(names.unique().sort().to_list())}) was saturated: the proxy's "
+            f"instance ({names(saturated_on)}) was saturated: the proxy's "
             "limits and a run with them raised would tell the proxy from the engines"
         )
     return RuleResult(Bottleneck.FRONT_PROXY, claimed, evidence, missing=missing)

@@ -14,7 +14,7 @@ import polars as pl
 
 from logforensics.diagnose import kv_cache, shared
 from logforensics.diagnose.evidence import Rule, RuleResult, Signal
-from logforensics.diagnose.facts import Facts, claims, labels
+from logforensics.diagnose.facts import Facts, claims, labels, names
 from logforensics.diagnose.thresholds import Thresholds
 from logforensics.model import Bottleneck
 
@@ -83,7 +83,9 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
         pl.col("busy") & pl.col("slow") & (pl.col("kv_max") < t.idle_kv_pct)
     ).join(queued.select(keys), on=keys, how="anti")
     queued_or_working = pl.concat([queued.select(keys), working.select(keys)])
-    claimed = claims(facts, queued_or_working, _reached() & ~pl.col("client_error"))
+    claimed = claims(
+        facts, queued_or_working, (pl.col("reach") == "reached") & ~pl.col("client_error")
+    )
     mine = pl.col("fid").is_in(facts.failures.filter(claimed)["fid"].implode())
     queued, working = queued.filter(mine), working.filter(mine)
     evidence = []
@@ -92,7 +94,7 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
         evidence.append(
             QUEUED.fired(
                 f"up to {queued['waiting_max'].max()} waiting, KV ≤ {queued['kv_max'].max():g}% "
-                f"({kv_cache.devices(rows)}) on {_names(queued)}, for "
+                f"({kv_cache.devices(rows)}) on {names(queued)}, for "
                 f"{queued['fid'].n_unique()} of {facts.failed} failed requests",
                 t,
                 labels(rows),
@@ -103,7 +105,7 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
         evidence.append(
             BUSY.fired(
                 f"{working['fid'].n_unique()} of {facts.failed} failed requests timed out at "
-                f"{_names(working)}, where the engine processed up to "
+                f"{names(working)}, where the engine processed up to "
                 f"{_max(rows, 'prompt_tps')} prompt and {_max(rows, 'gen_tps')} generated "
                 f"tokens/s with up to {_max(rows, 'running')} running; KV ≤ "
                 f"{working['kv_max'].max():g}% ({kv_cache.devices(rows)}), no preemption on record",
@@ -111,16 +113,8 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
                 labels(rows),
             )
         )
-    subject = _names(pl.concat([queued.select(keys), working.select(keys)]))
+    subject = names(pl.concat([queued.select(keys), working.select(keys)]))
     return RuleResult(Bottleneck.GPU, claimed, evidence, subject=subject or None)
-
-
-def _reached() -> pl.Expr:
-    return pl.col("reach") == "reached"
-
-
-def _names(frame: pl.DataFrame) -> str:
-    return ", ".join(frame["instance"].drop_nulls().unique().sort().to_list())
 
 
 def _max(rows: pl.DataFrame, column: str) -> str:
@@ -140,10 +134,10 @@ def _without_failures(facts: Facts, t: Thresholds) -> RuleResult:
     if queued.height and shared.capacity(facts.runs, t):
         evidence.append(
             QUEUED_WITHOUT_FAILURES.fired(
-                f"max Waiting {queued['waiting'].max()} on {_names(queued)}", t, labels(queued)
+                f"max Waiting {queued['waiting'].max()} on {names(queued)}", t, labels(queued)
             )
         )
-    return RuleResult(Bottleneck.GPU, facts.no_claims(), evidence, subject=_names(queued) or None)
+    return RuleResult(Bottleneck.GPU, facts.no_claims(), evidence, subject=names(queued) or None)
 
 
 RULE = Rule(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import polars as pl
 
 from logforensics.diagnose.evidence import Rule, RuleResult, Signal
-from logforensics.diagnose.facts import Facts, at_text, claims, labels
+from logforensics.diagnose.facts import Facts, at_text, claims, labels, names
 from logforensics.diagnose.thresholds import Thresholds
 from logforensics.model import Bottleneck, source_labels
 
@@ -102,7 +102,7 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
         evidence.append(
             FULL.fired(
                 f"up to {full['kv_pct'].max():g}% ({devices(full)} KV cache) on "
-                f"{_names(full)}, for {full['fid'].n_unique()} of {facts.failed} failed requests",
+                f"{names(full)}, for {full['fid'].n_unique()} of {facts.failed} failed requests",
                 t,
                 labels(full),
             )
@@ -112,11 +112,11 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
             f"{k}×{c}"
             for k, c in pressure.unique("source").group_by("kind").len().sort("kind").iter_rows()
         )
-        evidence.append(PRESSURE.fired(f"{kinds} on {_names(pressure)}", t, labels(pressure)))
+        evidence.append(PRESSURE.fired(f"{kinds} on {names(pressure)}", t, labels(pressure)))
     if sign.height:
         evidence.append(
             PREEMPTION_SIGN.fired(
-                f"{sign['source'].n_unique()} stats line(s) on {_names(sign)}", t, labels(sign)
+                f"{sign['source'].n_unique()} stats line(s) on {names(sign)}", t, labels(sign)
             )
         )
     if waiting_counted.height:
@@ -129,12 +129,8 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
             )
         )
     return RuleResult(
-        Bottleneck.KV_CACHE, claimed, evidence, subject=_names(pairs.filter(mine)) or None
+        Bottleneck.KV_CACHE, claimed, evidence, subject=names(pairs.filter(mine)) or None
     )
-
-
-def _names(frame: pl.DataFrame) -> str:
-    return ", ".join(frame["instance"].drop_nulls().unique().sort().to_list())
 
 
 def preemptions_elsewhere(facts: Facts) -> pl.DataFrame:
@@ -176,14 +172,12 @@ def _without_failures(facts: Facts, t: Thresholds) -> RuleResult:
     if full.height:
         evidence.append(
             FULL_WITHOUT_FAILURES.fired(
-                f"{full['kv_pct'].max():g}% ({devices(full)} KV cache) on {_names(full)}",
+                f"{full['kv_pct'].max():g}% ({devices(full)} KV cache) on {names(full)}",
                 t,
                 labels(full),
             )
         )
-    return RuleResult(
-        Bottleneck.KV_CACHE, facts.no_claims(), evidence, subject=_names(full) or None
-    )
+    return RuleResult(Bottleneck.KV_CACHE, facts.no_claims(), evidence, subject=names(full) or None)
 
 
 RULE = Rule(
