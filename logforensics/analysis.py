@@ -5,6 +5,7 @@ The Analysis is built once; the HTML, JSON and Markdown reporters only render it
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from collections import Counter
@@ -16,11 +17,11 @@ import polars as pl
 
 from logforensics.correlate import attribute, balance, clock, proxy, reach, steps
 from logforensics.correlate.records import inference_records
-from logforensics.diagnose import Thresholds, Verdict, diagnose
+from logforensics.diagnose import Finding, Thresholds, Verdict, diagnose
 from logforensics.ingest import InputError, ParseContext, SourceFile
 from logforensics.ingest.inputs import InputFile, Inputs, expand, load
 
-JSON_FORMAT_VERSION = 3
+JSON_FORMAT_VERSION = 4
 CAPPED_MIN_STEPS = 3  # an instance's count fixed across this many steps...
 CAPPED_MIN_COUNT = 3  # ...at this many requests or more is a cap, not chance
 
@@ -55,21 +56,6 @@ FINDING_ADVICE = {
     "unknown_reach": "Record absolute start/end times per request (logforensics loadtest does) and keep every instance's log for the whole test.",
     "unparsed_lines": "Check the unparsed lines listed under Inputs: a format this tool does not know yet, or damaged logs.",
 }
-
-
-@dataclass
-class Finding:
-    kind: str
-    detail: str
-    severity: str = "warning"  # info | warning
-
-    def to_dict(self) -> dict:
-        return {
-            "kind": self.kind,
-            "detail": self.detail,
-            "severity": self.severity,
-            "advice": FINDING_ADVICE.get(self.kind),
-        }
 
 
 @dataclass
@@ -305,8 +291,21 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     )
     step_runs = steps.summarise(requests, instances)
     unmatched = max(0, records.height - requests.filter(pl.col("match_key").is_not_null()).height)
-    verdict = diagnose(requests, tables, offset.offset_s, instances, options.thresholds, step_runs)
+    verdict = diagnose(
+        requests,
+        tables,
+        offset.offset_s,
+        instances,
+        options.thresholds,
+        step_runs,
+        coverage,
+        {address: fit.instance for address, fit in upstreams.items()},
+    )
     findings += _findings(step_runs, instances, offset, inputs, requests, unmatched)
+    findings = [
+        f if f.advice else dataclasses.replace(f, advice=FINDING_ADVICE.get(f.kind))
+        for f in findings
+    ] + verdict.findings
     return Analysis(
         verdict=verdict,
         requests=requests,

@@ -20,6 +20,7 @@ import click
 from logforensics import __version__
 from logforensics.analysis import Options, analyze
 from logforensics.diagnose import Thresholds
+from logforensics.diagnose.thresholds import option_name, threshold_fields
 from logforensics.gates import evaluate, parse_condition
 from logforensics.redact import redact as redact_analysis
 
@@ -88,6 +89,21 @@ def _parse_instance(values: tuple[str, ...]) -> dict[Path, str]:
     return {Path(path): name for name, path in _split_pairs(values, "--instance", "NAME=PATH")}
 
 
+def threshold_options(command):
+    """One option a `Thresholds` field (`--kv-full-pct` for `kv_full_pct`), its help and
+    default taken from the field: a new threshold is an option without touching this file."""
+    for f in reversed(threshold_fields()):
+        command = click.option(
+            option_name(f.name),
+            f.name,
+            type=float,
+            default=f.default,
+            show_default=True,
+            help=f.metadata["help"],
+        )(command)
+    return command
+
+
 @click.group()
 @click.version_option(__version__, prog_name="logforensics")
 def cli() -> None:
@@ -148,27 +164,7 @@ def cli() -> None:
 @click.option(
     "--offset", "offset_s", type=float, help="Force the client→server clock offset, in seconds."
 )
-@click.option(
-    "--kv-full-pct",
-    type=float,
-    default=Thresholds.kv_full_pct,
-    show_default=True,
-    help="GPU KV cache usage that counts as full.",
-)
-@click.option(
-    "--idle-kv-pct",
-    type=float,
-    default=Thresholds.idle_kv_pct,
-    show_default=True,
-    help="KV usage below which an idle instance had room.",
-)
-@click.option(
-    "--unreached-share",
-    type=float,
-    default=Thresholds.unreached_share,
-    show_default=True,
-    help="Share of failures that must be unreached to blame the front.",
-)
+@threshold_options
 @click.option(
     "--redact",
     is_flag=True,
@@ -202,13 +198,11 @@ def analyze_command(
     started_at,
     scraped_at,
     offset_s,
-    kv_full_pct,
-    idle_kv_pct,
-    unreached_share,
     redact,
     fail_on,
     cache_dir,
     quiet,
+    **thresholds,
 ) -> None:
     """Analyse logs (files or folders, .gz too) and write the reports.
 
@@ -227,9 +221,7 @@ def analyze_command(
         upstreams=_pairs(upstreams, "--upstream"),
         cache_dir=cache_dir,
         progress=None if quiet else Progress(),
-        thresholds=Thresholds(
-            kv_full_pct=kv_full_pct, idle_kv_pct=idle_kv_pct, unreached_share=unreached_share
-        ),
+        thresholds=Thresholds(**thresholds),
     )
     analysis = analyze(list(paths), options)
     if redact:

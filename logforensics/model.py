@@ -214,5 +214,6 @@ class Bottleneck(str, enum.Enum):
     FRONT_PROXY = "front_proxy"
     KV_CACHE = "kv_cache"
     GPU = "gpu"
+    INSTANCE_FAILURE = "instance_failure"
     NONE = "none"
     INCONCLUSIVE = "inconclusive"

@@ -22,7 +22,7 @@ KEY_EVIDENCE = {
         "proxy_errors_at_failure_times",
     },
     "kv-cache-exhaustion": {
-        "gpu_kv_cache_full_during_failures",
+        "kv_cache_full_during_failures",
         "kv_pressure_events_at_failure_times",
     },
     "gpu-saturation": {

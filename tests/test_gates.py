@@ -78,7 +78,10 @@ def test_parse(text, metric, op, value):
         ("success<1.5", "success is a fraction between 0 and 1"),
         ("failed>5%", "failed is a count, not a percentage"),
         ("bottleneck>gpu", "bottleneck can only be compared with == or !="),
-        ("bottleneck==disk", "bottleneck is one of front_proxy, kv_cache, gpu, none, inconclusive"),
+        (
+            "bottleneck==disk",
+            "bottleneck is one of front_proxy, kv_cache, gpu, instance_failure, none",
+        ),
         ("unreached>>0", "unknown operator"),
         ("unreached=>0", "unknown operator"),
         ("unreached>", "missing the value"),
@@ -133,7 +136,8 @@ def test_evaluate_accepts_strings_and_nothing_holds_on_a_clean_run():
     clean = _dict()
     assert evaluate(["unreached>0", "failed>=1", "success<0.99", "p95>5s"], clean) == []
     assert evaluate(["bottleneck==none", "p95>=2s"], clean) == [
-        "bottleneck==none (bottleneck = none: the verdict: front_proxy, kv_cache, gpu, none, inconclusive)",
+        "bottleneck==none (bottleneck = none: the verdict: front_proxy, kv_cache, gpu, "
+        "instance_failure, none, inconclusive)",
         "p95>=2s (p95 = 2.000 s: worst step P95 latency of successes)",
     ]
 

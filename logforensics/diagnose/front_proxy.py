@@ -1,0 +1,152 @@
+"""`front_proxy`: failed requests died in front of the instances.
+
+A failure explained here never reached any instance (the proxy's own
+refusal or queue timeout says so, or it failed inside every instance log's
+span and none saw it) while some instance had room for it. When every
+instance with stats was saturated during its window, the proxy may only have
+been shedding load the engines could not take: the failure is left
+unexplained and `missing` says so.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from logforensics import model
+from logforensics.diagnose import kv_cache
+from logforensics.diagnose.evidence import Rule, RuleResult, Signal
+from logforensics.diagnose.facts import (
+    Facts,
+    inside_spans,
+    labels,
+    merged_windows,
+    names,
+    span_text,
+)
+from logforensics.diagnose.thresholds import Thresholds
+from logforensics.model import Bottleneck
+
+UNREACHED = Signal(
+    "failures_never_reached_an_instance",
+    "Failed requests that never reached any instance (the proxy refused them, or no log saw them inside every log's span)",
+    0.6,
+    "> 0",
+)
+REFUSED = Signal(
+    "proxy_refused_before_any_upstream",
+    "Failed requests the proxy's own log shows refused before any upstream",
+    0.6,
+    "> 0 (the proxy's log)",
+)
+ROOM = Signal(
+    "instances_had_room_during_failures",
+    "An instance had room during the failed requests' windows",
+    0.5,
+    "Waiting = 0, KV < {idle_kv_pct:g}%",
+)
+PROXY_ERRORS = Signal(
+    "proxy_errors_at_failure_times",
+    "Proxy errors at the times of failed requests that never reached an instance",
+    0.5,
+    "> 0 within {proxy_window_s:g} s",
+)
+
+
+def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
+    if not facts.failed:
+        return RuleResult(Bottleneck.FRONT_PROXY, facts.no_claims())
+    keys = ["fid", "instance"]
+    unreached = pl.col("reach") == "unreached"
+    states = facts.window_stats.group_by(keys).agg(
+        pl.col("kv_pct").max().alias("kv_max"), pl.col("waiting").max().alias("waiting_max")
+    )
+    pressure = (
+        facts.window_events.filter(pl.col("kind").is_in(kv_cache.PRESSURE_KINDS))
+        .select(keys)
+        .unique()
+    )
+    saturated = states.filter(
+        (pl.col("waiting_max") > 0) | (pl.col("kv_max") >= t.kv_full_pct)
+    ).select(keys)
+    saturated = pl.concat([saturated, pressure]).unique()
+    room = states.filter(
+        (pl.col("waiting_max") == 0)
+        & (pl.col("kv_max").is_null() | (pl.col("kv_max") < t.idle_kv_pct))
+    ).join(saturated, on=keys, how="anti")
+    read = states.select(keys).unique()
+    # a failure whose every instance read was saturated: the proxy may have shed load
+    shed = (
+        read.join(saturated, on=keys, how="semi")
+        .group_by("fid")
+        .len()
+        .join(read.group_by("fid").len(), on="fid", suffix="_read")
+        .filter(pl.col("len") == pl.col("len_read"))
+    )
+    shedding = pl.col("fid").is_in(shed["fid"].implode())
+    claimed = facts.failures.select((unreached & ~shedding).alias("c"))["c"]
+    mine = facts.failures.filter(claimed)
+    evidence = []
+    missing = []
+    if mine.height:
+        evidence.append(UNREACHED.fired(f"{mine.height}/{facts.failed}", t, labels(mine)))
+        refused = mine.filter(pl.col("proxy_delivery") == "refused")
+        if refused.height:
+            evidence.append(
+                REFUSED.fired(
+                    f"{refused.height}/{facts.failed}", t, labels(refused, "proxy_source")
+                )
+            )
+        roomy = room.filter(pl.col("fid").is_in(mine["fid"].implode()))
+        if roomy.height:
+            rows = facts.window_stats.join(roomy.select(keys), on=keys)
+            kv = roomy["kv_max"].max()
+            kv_text = "not reported" if kv is None else f"{kv:g}% ({kv_cache.devices(rows)})"
+            evidence.append(
+                ROOM.fired(
+                    f"max Waiting 0, max KV cache {kv_text} on "
+                    f"{names(roomy)}, during "
+                    f"{roomy['fid'].n_unique()} of {mine.height} of these failures",
+                    t,
+                    labels(rows),
+                )
+            )
+        errors = inside_spans(facts.proxy_events, merged_windows(mine, t.proxy_window_s))
+        if errors.height:
+            # an access log and an error log may both report one failure: count per file
+            per_file = errors.with_columns(model.source_file().alias("file"))
+            kinds = "; ".join(
+                f"{k}×{n} in {f.rsplit('/', 1)[-1]}"
+                for f, k, n in per_file.group_by("file", "kind")
+                .len()
+                .sort("file", "kind")
+                .iter_rows()
+            )
+            evidence.append(PROXY_ERRORS.fired(kinds, t, labels(errors)))
+    shed_failures = facts.failures.filter(unreached & shedding)
+    if shed_failures.height:
+        saturated_on = states.filter(pl.col("fid").is_in(shed_failures["fid"].implode()))
+        missing.append(
+            f"{shed_failures.height} request(s) never reached an instance during "
+            f"{span_text(shed_failures['w_start'].min(), shed_failures['w_end'].max())} while every "
+            f"instance ({names(saturated_on)}) was saturated: the proxy's "
+            "limits and a run with them raised would tell the proxy from the engines"
+        )
+    return RuleResult(Bottleneck.FRONT_PROXY, claimed, evidence, missing=missing)
+
+
+RULE = Rule(
+    bottleneck=Bottleneck.FRONT_PROXY,
+    headline="The front proxy",
+    summary="{claimed} of {failed} failed requests never reached an instance",
+    signals=(UNREACHED, REFUSED, ROOM, PROXY_ERRORS),
+    recommendations=(
+        "Raise the proxy's connection/worker limits and check its upstream timeouts: "
+        "failures died in front of the instances.",
+        "Balance by least connections rather than round robin: LLM requests vary widely in "
+        "duration.",
+        "Have clients retry 503s with exponential back-off instead of hanging until their timeout.",
+        "Adding instances will not help until the front is fixed: the failed requests never "
+        "reached one.",
+    ),
+    evaluate=evaluate,
+)

@@ -1,0 +1,155 @@
+"""`gpu`: the instance a failed request reached was at its compute limit.
+
+Read on that instance, during that request's window, with the KV cache
+known to have room and no preemption on record for it: requests waiting, or
+the engine busy (running, prefilling or decoding) while the request timed
+out. A stats line is printed between engine steps, so when one step lasts
+longer than the interval `Running` can read 0–1 while many requests are
+inside: busy throughput and the timeouts are then the compute evidence.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from logforensics.diagnose import kv_cache, shared
+from logforensics.diagnose.evidence import Rule, RuleResult, Signal
+from logforensics.diagnose.facts import Facts, claims, labels, names
+from logforensics.diagnose.thresholds import Thresholds
+from logforensics.model import Bottleneck
+
+QUEUED = Signal(
+    "requests_queued_with_kv_room",
+    "Requests waited, KV cache with room, on the instance a failed request reached, in its window (no preemption on record)",
+    0.5,
+    "Waiting > 0, KV < {kv_full_pct:g}%",
+)
+BUSY = Signal(
+    "instance_busy_while_requests_timed_out",
+    "Requests timed out at an instance busy computing (running or processing tokens) with its KV cache low (no preemption on record)",
+    0.5,
+    "timed out, KV < {idle_kv_pct:g}%",
+)
+QUEUED_WITHOUT_FAILURES = Signal(
+    "requests_queued",
+    "Requests waited, KV cache with room, while latency grew (no request failed)",
+    0.4,
+    "Waiting > 0, KV < {kv_full_pct:g}%",
+)
+
+
+def busy() -> pl.Expr:
+    """The engine was working: requests running or waiting, or tokens processed."""
+    return (
+        (pl.col("running").fill_null(0) > 0)
+        | (pl.col("waiting").fill_null(0) > 0)
+        | (pl.col("prompt_tps").fill_null(0) > 0)
+        | (pl.col("gen_tps").fill_null(0) > 0)
+    )
+
+
+def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
+    if not facts.failed:
+        return _without_failures(facts, t)
+    keys = ["fid", "instance"]
+    ws = facts.window_stats
+    preempted = kv_cache.preempted_instances(facts)
+    states = (
+        ws.group_by(keys)
+        .agg(
+            pl.col("kv_pct").max().alias("kv_max"),
+            pl.col("waiting").max().alias("waiting_max"),
+            busy().any().alias("busy"),
+            kv_cache.preemption_sign(t).any().alias("sign"),
+        )
+        .join(
+            facts.window_events.filter(pl.col("kind").is_in(kv_cache.PRESSURE_KINDS))
+            .select(keys)
+            .unique()
+            .with_columns(pl.lit(True).alias("pressure")),
+            on=keys,
+            how="left",
+        )
+        .join(facts.failures.select("fid", "slow"), on="fid")
+        .filter(
+            pl.col("kv_max").is_not_null()
+            & ~pl.col("instance").is_in(preempted)
+            & ~pl.col("sign")
+            & pl.col("pressure").is_null()
+        )
+    )
+    queued = states.filter((pl.col("waiting_max") > 0) & (pl.col("kv_max") < t.kv_full_pct))
+    working = states.filter(
+        pl.col("busy") & pl.col("slow") & (pl.col("kv_max") < t.idle_kv_pct)
+    ).join(queued.select(keys), on=keys, how="anti")
+    queued_or_working = pl.concat([queued.select(keys), working.select(keys)])
+    claimed = claims(
+        facts, queued_or_working, (pl.col("reach") == "reached") & ~pl.col("client_error")
+    )
+    mine = pl.col("fid").is_in(facts.failures.filter(claimed)["fid"].implode())
+    queued, working = queued.filter(mine), working.filter(mine)
+    evidence = []
+    if queued.height:
+        rows = ws.join(queued.select(keys), on=keys).filter(pl.col("waiting") > 0)
+        evidence.append(
+            QUEUED.fired(
+                f"up to {queued['waiting_max'].max()} waiting, KV ≤ {queued['kv_max'].max():g}% "
+                f"({kv_cache.devices(rows)}) on {names(queued)}, for "
+                f"{queued['fid'].n_unique()} of {facts.failed} failed requests",
+                t,
+                labels(rows),
+            )
+        )
+    if working.height:
+        rows = ws.join(working.select(keys), on=keys).filter(busy())
+        evidence.append(
+            BUSY.fired(
+                f"{working['fid'].n_unique()} of {facts.failed} failed requests timed out at "
+                f"{names(working)}, where the engine processed up to "
+                f"{_max(rows, 'prompt_tps')} prompt and {_max(rows, 'gen_tps')} generated "
+                f"tokens/s with up to {_max(rows, 'running')} running; KV ≤ "
+                f"{working['kv_max'].max():g}% ({kv_cache.devices(rows)}), no preemption on record",
+                t,
+                labels(rows),
+            )
+        )
+    subject = names(pl.concat([queued.select(keys), working.select(keys)]))
+    return RuleResult(Bottleneck.GPU, claimed, evidence, subject=subject or None)
+
+
+def _max(rows: pl.DataFrame, column: str) -> str:
+    value = rows[column].max()
+    return "?" if value is None else f"{value:g}"
+
+
+def _without_failures(facts: Facts, t: Thresholds) -> RuleResult:
+    """Every request succeeded: a compute bottleneck only if requests queued with KV room
+    while latency grew."""
+    queued = facts.stats.filter(
+        (pl.col("waiting") > 0)
+        & (pl.col("kv_pct") < t.kv_full_pct)
+        & ~pl.col("instance").is_in(kv_cache.preempted_instances(facts))
+    )
+    evidence = []
+    if queued.height and shared.capacity(facts.runs, t):
+        evidence.append(
+            QUEUED_WITHOUT_FAILURES.fired(
+                f"max Waiting {queued['waiting'].max()} on {names(queued)}", t, labels(queued)
+            )
+        )
+    return RuleResult(Bottleneck.GPU, facts.no_claims(), evidence, subject=names(queued) or None)
+
+
+RULE = Rule(
+    bottleneck=Bottleneck.GPU,
+    headline="GPU compute",
+    summary="{claimed} of {failed} failed requests reached {subject} while the engine there was busy computing, with KV cache to spare",
+    signals=(QUEUED, BUSY, QUEUED_WITHOUT_FAILURES),
+    recommendations=(
+        "Add replicas behind the balancer: each instance is at its compute limit.",
+        "Tune max_num_batched_tokens / max_num_seqs and keep CUDA graphs on (enforce_eager=False).",
+        "Check that the client timeout is longer than the latency at this concurrency.",
+    ),
+    evaluate=evaluate,
+    corroborated=True,
+)

@@ -1,0 +1,288 @@
+"""`instance_failure`: an instance died or restarted during the test.
+
+Its signs: its log stops while another instance's goes on (SIGKILL and the
+OOM killer leave no line at all), or it prints an engine-death, out-of-memory,
+`Killed` or restart banner during the test; then the proxy cannot reach it
+(connection refused, premature close, reset, naming its address). A failed
+request is explained here when it went to that instance at or after the
+moment it failed, until it next served a request, or when the proxy logged
+one of those errors naming its upstream during the request's window. These
+outrank the other causes: a refused connect to a dead instance is not the
+proxy's limit, a request cut off by the death is not the KV cache's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+
+from logforensics.diagnose import kept_in_pool
+from logforensics.diagnose.evidence import Rule, RuleResult, Signal
+from logforensics.diagnose.facts import Facts, at_text, labels
+from logforensics.diagnose.thresholds import Thresholds
+from logforensics.model import Bottleneck, source_labels
+
+DEATH_KINDS = ["engine_dead", "oom", "killed", "restart"]
+# the proxy could not reach the upstream, or it hung up mid-request
+UPSTREAM_DOWN_KINDS = [
+    "conn_refused",
+    "conn_failed",
+    "upstream_closed",
+    "conn_reset",
+    "upstream_reset",
+    "server_down",
+]
+STAMP_SLACK = dt.timedelta(seconds=1)  # vLLM's own stamps are whole seconds
+
+STOPPED = Signal(
+    "instance_log_stopped",
+    "The instance's log stopped before the test's end while another instance's went on",
+    0.5,
+    "ends ≥ {log_silence_s:g} s early",
+)
+DIED = Signal(
+    "engine_died",
+    "The instance printed an engine-death, out-of-memory, Killed or restart banner during the test",
+    0.6,
+    "during the test",
+)
+UNREACHABLE = Signal(
+    "proxy_could_not_reach_the_instance",
+    "The proxy logged refused, closed or reset connections naming the instance, near a failed request sent there",
+    0.5,
+    "> 0 within {proxy_window_s:g} s",
+)
+AFTER = Signal(
+    "failures_on_it_after_it_failed",
+    "Failed requests sent to the instance at or after it failed, until it served again",
+    0.4,
+    "> 0",
+)
+
+
+def last_lines(facts: Facts) -> pl.DataFrame:
+    """Each instance's last sign of life: its log's end, and the last line read in it."""
+    rows = pl.concat(
+        [f.select("instance", "at", "source") for f in (facts.server, facts.stats, facts.events)]
+    ).filter(pl.col("at").is_not_null() & pl.col("instance").is_in(facts.instances))
+    last = rows.group_by("instance").agg(
+        pl.col("at").max().alias("last_row_at"),
+        pl.col("source").get(pl.col("at").arg_max()).alias("last_source"),
+    )
+    ends = pl.DataFrame(
+        {
+            "instance": list(facts.coverage),
+            "log_end": [b for _, b in facts.coverage.values()],
+        },
+        schema={"instance": pl.Utf8, "log_end": pl.Datetime("us", "UTC")},
+    )
+    return last.join(ends, on="instance", how="left").with_columns(
+        pl.max_horizontal("last_row_at", "log_end").alias("last_at")
+    )
+
+
+def failure_moments(facts: Facts, t: Thresholds) -> pl.DataFrame:
+    """instance, failed_at, how ("log_stopped" / "banner"), source, detail: when each
+    instance that failed during the test did."""
+    test_end = facts.test_end()
+    test_start = facts.measured["w_start"].min()
+    if test_end is None:
+        return pl.DataFrame(
+            schema={
+                "instance": pl.Utf8,
+                "failed_at": pl.Datetime("us", "UTC"),
+                "how": pl.Utf8,
+                "source": pl.Int64,
+                "detail": pl.Utf8,
+            }
+        )
+    silence = dt.timedelta(seconds=t.log_silence_s)
+    last = last_lines(facts)
+    latest = last["last_at"].max()
+    stopped = last.filter(
+        (pl.col("last_at") < test_end - silence) & (pl.lit(latest) >= pl.col("last_at") + silence)
+    ).select(
+        "instance",
+        pl.col("last_at").alias("failed_at"),
+        pl.lit("log_stopped").alias("how"),
+        pl.col("last_source").alias("source"),
+        pl.lit(None, dtype=pl.Utf8).alias("detail"),
+    )
+    banners = facts.events.filter(
+        pl.col("kind").is_in(DEATH_KINDS)
+        & (pl.col("at") >= test_start)
+        & (pl.col("at") <= test_end)
+        & pl.col("instance").is_in(facts.instances)
+    ).select(
+        "instance",
+        pl.col("at").alias("failed_at"),
+        pl.lit("banner").alias("how"),
+        "source",
+        pl.format("{}: {}", pl.col("kind"), pl.col("detail").str.slice(0, 160)).alias("detail"),
+    )
+    return pl.concat([stopped, banners]).sort("failed_at")
+
+
+def _after_death(facts: Facts, moments: pl.DataFrame) -> pl.Series:
+    """Failures that went to an instance at or after it failed, before it served again."""
+    first = moments.group_by("instance").agg(pl.col("failed_at").min())
+    served_again = (
+        facts.measured.filter(pl.col("ok").eq(True))
+        .join(first, left_on="target", right_on="instance")
+        .filter(pl.col("w_start") > pl.col("failed_at"))
+        .group_by("target")
+        .agg(pl.col("w_start").min().alias("recovered_at"))
+    )
+    hit = (
+        facts.failures.join(first, left_on="target", right_on="instance")
+        .join(served_again, on="target", how="left")
+        .filter(
+            (pl.col("w_end") >= pl.col("failed_at") - STAMP_SLACK)
+            & (pl.col("recovered_at").is_null() | (pl.col("w_start") < pl.col("recovered_at")))
+        )["fid"]
+    )
+    return facts.failures.select(pl.col("fid").is_in(hit.implode()).alias("c"))["c"]
+
+
+def _unreachable(facts: Facts, t: Thresholds) -> tuple[pl.Series, pl.DataFrame]:
+    """Failures whose upstream the proxy could not reach during their window, and those
+    proxy errors."""
+    errors = facts.proxy_events.filter(
+        pl.col("kind").is_in(UPSTREAM_DOWN_KINDS)
+        & pl.col("upstream").is_not_null()
+        & pl.col("at").is_not_null()
+    ).sort("at")
+    timed = facts.failures.filter(
+        pl.col("proxy_upstream").is_not_null() & pl.col("w_start").is_not_null()
+    )
+    if errors.is_empty() or timed.is_empty():
+        return facts.no_claims(), errors.clear()
+    pad = dt.timedelta(seconds=t.proxy_window_s)
+    nearest = (
+        timed.select("fid", "proxy_upstream", (pl.col("w_start") - pad).alias("from"), "w_end")
+        .sort("from")
+        .join_asof(
+            errors.select(pl.col("upstream").alias("proxy_upstream"), pl.col("at").alias("err_at")),
+            left_on="from",
+            right_on="err_at",
+            by="proxy_upstream",
+            strategy="forward",
+            check_sortedness=False,  # sorted by `from` as a whole, so within each upstream too
+        )
+        .filter(pl.col("err_at") <= pl.col("w_end") + pad)
+    )
+    hit = facts.failures.select(pl.col("fid").is_in(nearest["fid"].implode()).alias("c"))["c"]
+    upstreams = facts.failures.filter(hit)["proxy_upstream"].unique()
+    return hit, errors.filter(pl.col("upstream").is_in(upstreams.implode()))
+
+
+def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
+    if not facts.failed:
+        return RuleResult(Bottleneck.INSTANCE_FAILURE, facts.no_claims())
+    moments = failure_moments(facts, t)
+    after = _after_death(facts, moments)
+    unreachable, errors = _unreachable(facts, t)
+    claimed = after | unreachable
+    mine = facts.failures.filter(claimed).with_columns(
+        pl.coalesce(
+            pl.col("target"),
+            pl.col("proxy_upstream").replace_strict(
+                facts.upstream_instances, default=None, return_dtype=pl.Utf8
+            ),
+            pl.col("proxy_upstream"),
+        ).alias("who")
+    )
+    if mine.is_empty():
+        return RuleResult(Bottleneck.INSTANCE_FAILURE, claimed)
+    who = mine["who"].drop_nulls().unique().sort().to_list()
+    if mine["target"].is_not_null().all():  # else an address no log names: all are context
+        moments = moments.filter(pl.col("instance").is_in(mine["target"].unique().implode()))
+    evidence = []
+    for row in moments.filter(pl.col("how") == "log_stopped").iter_rows(named=True):
+        evidence.append(
+            STOPPED.fired(_stopped_text(facts, row), t, source_labels(pl.Series([row["source"]])))
+        )
+    banners = moments.filter(pl.col("how") == "banner")
+    if banners.height:
+        first = banners.row(0, named=True)
+        evidence.append(
+            DIED.fired(
+                f"{first['instance']} at {at_text(first['failed_at'])}: {first['detail']}"
+                + (f" (+{banners.height - 1} more)" if banners.height > 1 else ""),
+                t,
+                labels(banners.rename({"failed_at": "at"})),
+            )
+        )
+    if errors.height:
+        evidence.append(UNREACHABLE.fired(_errors_text(facts, errors), t, labels(errors)))
+    evidence.append(AFTER.fired(_after_text(facts, mine, moments), t, labels(mine)))
+    missing = [
+        f"which instance {address} is (--upstream {address}=NAME), to name the instance that failed"
+        for address in who
+        if address not in facts.instances and address not in facts.upstream_instances
+    ]
+    findings = kept_in_pool.findings(mine, moments, errors, t)
+    return RuleResult(
+        Bottleneck.INSTANCE_FAILURE,
+        claimed,
+        evidence,
+        subject=", ".join(who) or None,
+        missing=missing,
+        findings=findings,
+    )
+
+
+def _stopped_text(facts: Facts, row: dict) -> str:
+    end = facts.test_end()
+    others = [(name, b) for name, (_, b) in facts.coverage.items() if name != row["instance"] and b]
+    other = max(others, key=lambda x: x[1]) if others else None
+    text = (
+        f"{row['instance']}'s log ends at {at_text(row['failed_at'])}, "
+        f"{(end - row['failed_at']).total_seconds():.0f} s before the test's last request ended"
+    )
+    return text + (f", while {other[0]}'s went on until {at_text(other[1])}" if other else "")
+
+
+def _errors_text(facts: Facts, errors: pl.DataFrame) -> str:
+    parts = []
+    for upstream, group in errors.group_by("upstream", maintain_order=True):
+        kinds = ", ".join(
+            f"{k}×{n}" for k, n in group.group_by("kind").len().sort("kind").iter_rows()
+        )
+        name = facts.upstream_instances.get(upstream[0])
+        label = f"{upstream[0]} ({name})" if name else upstream[0]
+        parts.append(f"{kinds} naming {label}, first at {at_text(group['at'].min())}")
+    return "; ".join(parts)
+
+
+def _after_text(facts: Facts, mine: pl.DataFrame, moments: pl.DataFrame) -> str:
+    first = moments["failed_at"].min() if moments.height else None
+    where = ", ".join(mine["who"].drop_nulls().unique().sort().to_list())
+    text = f"{mine.height} of {facts.failed} failed requests went to {where}"
+    if first is None:
+        return text + " while the proxy could not reach it"
+    in_flight = mine.filter(pl.col("w_start") <= first).height
+    return (
+        text + f" at or after {at_text(first)}: {in_flight} in flight then, "
+        f"{mine.height - in_flight} sent afterwards"
+    )
+
+
+RULE = Rule(
+    bottleneck=Bottleneck.INSTANCE_FAILURE,
+    headline="An instance failed",
+    summary="{subject} failed during the test, and {claimed} of {failed} failed requests went to it at or after that moment",
+    signals=(STOPPED, DIED, UNREACHABLE, AFTER),
+    recommendations=(
+        "Find why the instance died: the host's kernel log (dmesg: the OOM killer), the "
+        "container's exit code and restart count, and the instance's own log before its last line.",
+        "Give the balancer health checks so a dead instance leaves the pool (nginx max_fails / "
+        "fail_timeout, HAProxy `check`, Envoy outlier detection), and retry a failed connect on "
+        "another instance (nginx proxy_next_upstream error timeout http_502).",
+        "Run instances under a supervisor that restarts them and keeps their stdout "
+        "(systemd/journald, Kubernetes), so the cause of death is on record.",
+    ),
+    evaluate=evaluate,
+    outranks=(Bottleneck.FRONT_PROXY, Bottleneck.KV_CACHE, Bottleneck.GPU),
+)

@@ -1,0 +1,369 @@
+"""Each verdict from the evidence that should produce it, frames built directly.
+
+The two-way cases matter most: signals every engine-side cause shares
+(failures reached an instance, a throughput plateau, latency growth) must not
+tell KV from compute; evidence is read on the instance a failure reached.
+"""
+
+import pytest
+
+from logforensics.diagnose import Thresholds
+from logforensics.model import Bottleneck
+from tests.diagnose_frames import Case, run, signals
+
+PLATEAU_RUNS = [run(8, 4.0, 300.0), run(16, 9.0, 600.0), run(32, 21.0, 610.0)]
+TIMED_OUT = "timed out after 30 s"
+
+
+def successes(case: Case, until: float = 90, names=("gpu-a", "gpu-b")) -> Case:
+    for k in range(10):
+        name = names[k % len(names)]
+        case.request(5 + k, 5 + k + 4, True, instance=name)
+    return case
+
+
+def kv_full_with_plateau() -> Case:
+    case = successes(Case(["gpu-a", "gpu-b"], runs=PLATEAU_RUNS))
+    case.requests_n(6, 100, 130, False, step=3, instance="gpu-a", error=TIMED_OUT)
+    case.stats_every("gpu-a", 0, 150, running=6, waiting=4, gpu=97.0)
+    case.stats_every("gpu-b", 0, 150, running=3, waiting=0, gpu=40.0)
+    return case
+
+
+def test_kv_full_with_a_plateau_is_the_kv_cache():
+    v = kv_full_with_plateau().verdict()
+    assert v.bottleneck == Bottleneck.KV_CACHE
+    assert v.subject == "gpu-a" and v.failures == 6 and v.share == 1.0
+    got = signals(v)
+    assert got["kv_cache_full_during_failures"] == "discriminating"
+    # the plateau and the reached failures corroborate, and are marked as shared
+    assert got["throughput_plateaued"] == got["failures_reached_an_instance"] == "shared"
+    assert not v.secondary and not v.missing
+    assert "GPU KV cache" in next(e.value for e in v.evidence if e.role == "discriminating")
+
+
+def test_shared_signals_add_confidence_but_do_not_decide():
+    with_plateau = kv_full_with_plateau().verdict()
+    case = kv_full_with_plateau()
+    case.runs = []
+    without = case.verdict()
+    assert without.bottleneck == with_plateau.bottleneck == Bottleneck.KV_CACHE
+    assert with_plateau.confidence > without.confidence
+
+
+def test_compute_bound_with_kv_at_20_percent_and_requests_waiting_is_gpu():
+    case = successes(Case(["gpu-a", "gpu-b"], runs=PLATEAU_RUNS))
+    for name in ("gpu-a", "gpu-b"):
+        case.requests_n(4, 100, 130, False, step=3, instance=name, error=TIMED_OUT)
+        case.stats_every(name, 0, 150, running=16, waiting=8, gpu=20.0, gen_tps=600.0)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.GPU
+    assert signals(v)["requests_queued_with_kv_room"] == "discriminating"
+    assert v.subject == "gpu-a, gpu-b"
+
+
+def stale_stats_compute(error: str = TIMED_OUT, http_status: int | None = None) -> Case:
+    """A CPU build whose engine steps outlast the stats interval: Running reads 0–1,
+    nothing waits, KV is low, prompt throughput shows the engine busy; every request
+    times out at the client after the instance received it."""
+    case = Case(["instance-1"], runs=[run(5, 15.0, 12.0), run(9, 25.0, 14.0)])
+    case.requests_n(5, 0, 15, True, instance="instance-1")
+    case.requests_n(
+        13, 100, 130, False, step=3, instance="instance-1", error=error, http_status=http_status
+    )
+    case.stats_every("instance-1", 0, 140, running=1, waiting=0, cpu=0.8, prompt_tps=18.4)
+    return case
+
+
+def test_requests_timing_out_at_a_busy_instance_with_kv_room_is_gpu():
+    v = stale_stats_compute().verdict()
+    assert v.bottleneck == Bottleneck.GPU
+    busy = next(e for e in v.evidence if e.signal == "instance_busy_while_requests_timed_out")
+    assert "CPU" in busy.value and "18.4 prompt" in busy.value
+
+
+def test_errors_that_are_not_timeouts_at_a_busy_instance_are_not_compute():
+    v = stale_stats_compute(error="HTTP 500", http_status=500).verdict()
+    assert v.bottleneck == Bottleneck.INCONCLUSIVE
+    assert any("instance-1" in m and "/metrics" in m for m in v.missing)
+
+
+def test_the_correlation_stages_outcome_is_used_when_present():
+    case = stale_stats_compute(error="something odd")
+    for row in case.requests:
+        row["outcome"] = "timeout" if row["ok"] is False else "ok"
+    assert case.verdict().bottleneck == Bottleneck.GPU
+
+
+def test_kv_full_on_one_instance_and_queueing_on_the_other_for_the_same_failures_is_two_ways():
+    """Failures reached an instance, but which one is unknown: gpu-a was KV-bound, gpu-b
+    compute-bound. The plateau and the reached failures cannot break that tie."""
+    case = successes(Case(["gpu-a", "gpu-b"], runs=PLATEAU_RUNS))
+    case.requests_n(6, 100, 130, False, step=3, upstream="10.0.0.9:8000", delivery="reached")
+    case.stats_every("gpu-a", 0, 150, running=6, waiting=3, gpu=98.0)
+    case.stats_every("gpu-b", 0, 150, running=16, waiting=5, gpu=20.0)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.INCONCLUSIVE
+    assert v.contested == 6
+    assert any("which instance" in m and "kv_cache and gpu" in m for m in v.missing)
+
+
+def test_front_proxy_refusals_while_one_instance_is_kv_bound():
+    case = successes(Case(["gpu-a", "gpu-b"]))
+    case.requests_n(
+        8,
+        100,
+        100.5,
+        False,
+        step=2,
+        reach="unreached",
+        delivery="refused",
+        upstream="vllm_pool",
+        proxy_status=503,
+        http_status=503,
+    )
+    for _ in range(8):
+        case.proxy_event(100.5, "no_live_upstream", "vllm_pool", 503)
+    case.requests_n(4, 95, 125, False, step=2, instance="gpu-a", error=TIMED_OUT)
+    case.stats_every("gpu-a", 0, 150, running=6, waiting=4, gpu=99.0)
+    case.stats_every("gpu-b", 0, 150, running=2, waiting=0, gpu=10.0)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.FRONT_PROXY
+    assert v.failures == 8 and v.share == pytest.approx(8 / 12)
+    assert {"proxy_refused_before_any_upstream", "instances_had_room_during_failures"} <= set(
+        signals(v)
+    )
+    (kv,) = v.secondary
+    assert kv.bottleneck == Bottleneck.KV_CACHE and kv.failures == 4 and kv.subject == "gpu-a"
+    assert kv.share == pytest.approx(4 / 12)
+    assert "Also the KV cache: 4 of 12 (33%)." in v.summary
+    assert v.to_dict()["secondary"][0]["bottleneck"] == "kv_cache"
+
+
+def dead_instance() -> Case:
+    """gpu-b is killed at ~302 s: its log stops (last stats line at 300 s), three requests
+    in flight there fail when the proxy's connection closes, and the balancer keeps
+    routing its half there: five connects refused at 400 s."""
+    case = Case(["gpu-a", "gpu-b"], upstreams={"10.0.0.2:8000": "gpu-b"})
+    for k in range(6):
+        case.request(10 + k, 40 + k, True, instance=("gpu-a", "gpu-b")[k % 2])
+    case.requests_n(3, 295, 303, True, instance="gpu-a")
+    case.requests_n(
+        3,
+        295,
+        303,
+        False,
+        step=2,
+        instance="gpu-b",
+        upstream="10.0.0.2:8000",
+        delivery="reached",
+        proxy_status=502,
+        http_status=502,
+    )
+    case.requests_n(5, 400, 460, True, step=3, instance="gpu-a")
+    case.requests_n(
+        5,
+        400,
+        400.01,
+        False,
+        step=3,
+        reach="unreached",
+        proxy_instance="gpu-b",
+        upstream="10.0.0.2:8000",
+        delivery="refused",
+        proxy_status=502,
+        http_status=502,
+    )
+    case.stats_every("gpu-a", 0, 500, running=3, waiting=0, gpu=8.0)
+    case.stats_every("gpu-b", 0, 300, running=3, waiting=0, gpu=8.0)
+    for _ in range(3):
+        case.proxy_event(303, "upstream_closed", "10.0.0.2:8000")
+    for _ in range(5):
+        case.proxy_event(400, "conn_refused", "10.0.0.2:8000")
+    case.coverage = {"gpu-a": (0, 500), "gpu-b": (0, 300)}
+    return case
+
+
+def test_a_dead_instance_is_an_instance_failure():
+    v = dead_instance().verdict()
+    assert v.bottleneck == Bottleneck.INSTANCE_FAILURE
+    assert v.subject == "gpu-b" and v.failures == 8 and v.share == 1.0
+    assert not v.secondary  # the refused connects are its, not the proxy's
+    by = {e.signal: e for e in v.evidence}
+    assert by["instance_log_stopped"].sources == ["gpu-b.log:31"]  # its last line
+    assert "10:05:00 UTC" in by["instance_log_stopped"].value
+    unreachable = by["proxy_could_not_reach_the_instance"]
+    assert unreachable.sources[0] == "error.log:1"  # the first proxy error naming it
+    assert "upstream_closed×3" in unreachable.value and "conn_refused×5" in unreachable.value
+    assert "3 in flight then, 5 sent afterwards" in by["failures_on_it_after_it_failed"].value
+    (kept,) = v.findings
+    assert kept.kind == "failed_instance_kept_in_pool" and "5 request(s)" in kept.detail
+    assert "max_fails" in kept.advice and "proxy_next_upstream" in kept.advice
+
+
+def test_an_engine_death_banner_counts_until_the_instance_serves_again():
+    case = Case(["gpu-a", "gpu-b"])
+    case.requests_n(4, 10, 20, True, instance="gpu-b")
+    case.event("gpu-b", 100, "engine_dead", "EngineDeadError: EngineCore encountered an issue.")
+    case.requests_n(4, 101, 102, False, step=2, instance="gpu-b", http_status=500)
+    case.requests_n(4, 160, 170, True, step=3, instance="gpu-b")  # restarted
+    case.requests_n(2, 165, 167, False, step=3, instance="gpu-b", http_status=500)
+    case.stats_every("gpu-b", 0, 200, running=1, waiting=0, gpu=5.0)
+    case.stats_every("gpu-a", 0, 200, running=1, waiting=0, gpu=5.0)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.INSTANCE_FAILURE
+    assert v.failures == 4 and v.unexplained == 2  # the two after it served again
+    assert "engine_died" in signals(v)
+
+
+def test_a_shutdown_after_the_test_is_not_an_instance_failure():
+    case = kv_full_with_plateau()
+    case.event("gpu-a", 400, "engine_dead", "EngineDeadError at shutdown")
+    assert case.verdict().bottleneck == Bottleneck.KV_CACHE
+
+
+def test_kv_full_but_no_stats_during_the_failures_is_inconclusive_and_names_what_to_collect():
+    case = successes(Case(["gpu-a", "gpu-b"], runs=PLATEAU_RUNS))
+    case.stats_every("gpu-a", 0, 90, running=6, waiting=4, gpu=96.0)
+    case.stats_every("gpu-b", 0, 90, running=2, waiting=0, gpu=30.0)
+    case.requests_n(6, 200, 320, False, step=3, instance="gpu-a", error=TIMED_OUT)
+    case.coverage = {"gpu-a": (0, 330), "gpu-b": (0, 330)}
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.INCONCLUSIVE
+    assert v.unexplained == 6
+    assert (
+        "vLLM stats lines or a /metrics scrape covering 10:03:20–10:05:20 UTC on 2026-03-01 on gpu-a"
+        in v.missing
+    )
+
+
+def test_the_cpu_builds_kv_label_is_read_and_named():
+    case = successes(Case(["instance-1", "instance-2"]), names=("instance-1", "instance-2"))
+    case.requests_n(5, 100, 220, False, step=4, instance="instance-2", error=TIMED_OUT)
+    case.stats_every("instance-2", 0, 230, running=7, waiting=3, cpu=93.3)
+    case.stats_every("instance-1", 0, 230, running=2, waiting=0, cpu=20.0)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.KV_CACHE
+    full = next(e for e in v.evidence if e.signal == "kv_cache_full_during_failures")
+    assert "93.3% (CPU KV cache) on instance-2" in full.value
+
+
+def test_preemption_seen_as_running_falling_while_waiting_rises():
+    case = Case(["instance-2"])
+    case.requests_n(4, 0, 40, True, instance="instance-2")
+    case.requests_n(3, 100, 160, False, step=2, instance="instance-2", error=TIMED_OUT)
+    case.stat("instance-2", 105, running=7, waiting=3, cpu=93.3)
+    case.stat("instance-2", 115, running=3, waiting=7, cpu=80.0)
+    case.stat("instance-2", 125, running=2, waiting=8, cpu=60.0)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.KV_CACHE
+    assert "preemption_seen_in_stats" in signals(v)
+
+
+@pytest.mark.parametrize(
+    "scraped_at, said",
+    [(None, "read at an unknown time"), (700, "read at 10:11:40 UTC, after the test")],
+)
+def test_a_scrapes_preemption_counter_alone_is_kv_pressure(scraped_at, said):
+    """No stats line shows KV full or a preemption (vLLM 0.32 prints none); the saved
+    /metrics scrape's counter does, and requests waited while others failed."""
+    case = successes(Case(["gpu-a", "gpu-b"]))
+    case.requests_n(5, 100, 220, False, step=3, instance="gpu-a", error=TIMED_OUT)
+    case.stats_every("gpu-a", 0, 230, running=2, waiting=4, gpu=70.0)
+    case.stats_every("gpu-b", 0, 230, running=2, waiting=0, gpu=20.0)
+    case.event(
+        "gpu-a",
+        scraped_at,
+        "preempted",
+        "vllm:num_preemptions_total = 29 (cumulative since the server started; engine 0)",
+        file="metrics-8001.txt",
+    )
+    case.coverage = {"gpu-a": (0, 230), "gpu-b": (0, 230)}
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.KV_CACHE
+    counter = next(e for e in v.evidence if e.signal == "preemptions_on_record")
+    assert "vllm:num_preemptions_total = 29" in counter.value and said in counter.value
+    assert "preemption happened between" in counter.value or scraped_at is None
+    assert counter.sources[0] == "metrics-8001.txt:1"
+
+
+def test_requests_waiting_without_the_counter_would_be_compute():
+    """The same case without the scrape: KV 70% with requests waiting is compute."""
+    case = successes(Case(["gpu-a", "gpu-b"]))
+    case.requests_n(5, 100, 220, False, step=3, instance="gpu-a", error=TIMED_OUT)
+    case.stats_every("gpu-a", 0, 230, running=2, waiting=4, gpu=70.0)
+    assert case.verdict().bottleneck == Bottleneck.GPU
+
+
+def test_every_request_succeeding_is_none():
+    case = successes(Case(["gpu-a", "gpu-b"]))
+    case.stats_every("gpu-a", 0, 90, running=2, waiting=0, gpu=12.0)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.NONE
+    assert signals(v) == {
+        "failed_requests": "discriminating",
+        "peak_kv_cache_pct": "discriminating",
+    }
+
+
+def test_a_kv_cache_that_filled_without_failures_is_still_named():
+    case = successes(Case(["gpu-a"]), names=("gpu-a",))
+    case.stats_every("gpu-a", 0, 90, running=8, waiting=2, gpu=95.0)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.KV_CACHE and "no request failed" in v.summary
+
+
+def test_failures_that_never_reached_an_instance_while_every_instance_was_saturated():
+    """The proxy turned requests away while both engines were full: that may be load
+    shedding, not the proxy's fault. Not a front-proxy verdict; `missing` says why."""
+    case = successes(Case(["gpu-a", "gpu-b"]))
+    case.requests_n(6, 100, 100.2, False, reach="unreached", delivery="refused", http_status=503)
+    for name in ("gpu-a", "gpu-b"):
+        case.stats_every(name, 0, 150, running=8, waiting=6, gpu=98.0)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.INCONCLUSIVE
+    assert any("was saturated" in m for m in v.missing)
+
+
+def test_failures_no_log_covers_are_inconclusive():
+    case = successes(Case(["gpu-a"]), names=("gpu-a",))
+    case.requests_n(6, 100, 120, False, reach="unknown", error=TIMED_OUT)
+    case.stats_every("gpu-a", 0, 90, running=1, waiting=0, gpu=5.0)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.INCONCLUSIVE
+    assert any(m.startswith("logs covering") and "from every instance" in m for m in v.missing)
+
+
+def test_a_null_ok_is_neither_success_nor_failure():
+    case = kv_full_with_plateau()
+    case.requests_n(3, 100, 130, None, step=3, instance="gpu-b")
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.KV_CACHE and v.failures == 6
+
+
+def test_thresholds_change_the_verdict():
+    # at 97% the KV cache is full by default; with --kv-full-pct 99 it had room, and the
+    # requests waiting there make it a compute limit
+    assert kv_full_with_plateau().verdict().bottleneck == Bottleneck.KV_CACHE
+    assert kv_full_with_plateau().verdict(Thresholds(kv_full_pct=99)).bottleneck == Bottleneck.GPU
+
+
+def test_a_full_kv_cache_with_nothing_waiting_is_not_enough():
+    """KV usage is at 95%, but nothing waits and nothing was preempted: the cache held
+    what was admitted. Neither KV nor compute is proven; `missing` says what was seen."""
+    case = successes(Case(["gpu-a"]), names=("gpu-a",))
+    case.requests_n(4, 100, 130, False, step=3, instance="gpu-a", error=TIMED_OUT)
+    case.stats_every("gpu-a", 0, 150, running=4, waiting=0, gpu=95.0)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.INCONCLUSIVE
+    assert any("KV cache up to 95% and up to 0 waiting" in m for m in v.missing)
+
+
+def test_client_errors_are_not_a_capacity_limit():
+    """400s at a busy instance are the requests' own fault, not compute."""
+    case = successes(Case(["gpu-a", "gpu-b"]))
+    case.requests_n(4, 100, 101, False, step=3, instance="gpu-a", http_status=400)
+    case.stats_every("gpu-a", 0, 150, running=16, waiting=8, gpu=20.0)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.INCONCLUSIVE
+    assert any("rejected 4 request(s) (http_400)" in m for m in v.missing)
