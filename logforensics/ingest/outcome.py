@@ -72,6 +72,7 @@ FAILURE_WORDS = {
     "error": ["error", "errored", "failed", "failure", "fail", "exception"],
 }
 NO_TEXT = ["", "none", "null", "nan", "-"]
+WORDS = OK_WORDS + [w for words in FAILURE_WORDS.values() for w in words] + NO_TEXT
 
 
 def _text_class(text: pl.Expr) -> pl.Expr:
