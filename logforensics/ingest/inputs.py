@@ -313,18 +313,23 @@ def _distinct_summaries(accounts: list[InputFile], copies: set[str]) -> list[dic
         (a for a in accounts if a.path not in copies and a.tester_summaries),
         key=lambda a: rank.get(a.format, 99),
     )
-    seen, out = set(), []
+    kept: dict[tuple, list] = {}  # figures → the runs they were kept for
+    out = []
     for account in ordered:
         for summary in account.tester_summaries:
             key = (
                 summary.get("tester", "").split(" (")[0],
+                summary.get("phase"),
                 summary.get("step"),
                 summary.get("concurrency"),
                 summary.get("sent"),
                 summary.get("ok"),
                 summary.get("failed"),
             )
-            if key not in seen:
-                seen.add(key)
-                out.append({"file": account.path, **summary})
+            run = summary.get("run")
+            runs = kept.setdefault(key, [])
+            if any(r is None or run is None or r == run for r in runs):
+                continue  # the same figures of the same run (a file that names none agrees)
+            runs.append(run)
+            out.append({"file": account.path, **summary})
     return out

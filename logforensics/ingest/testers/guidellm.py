@@ -51,6 +51,16 @@ def warmup_folder(path) -> bool:
     return any(re.search(r"(?i)warm-?up", part) for part in path.parts[-3:-1])
 
 
+def strategy_label(strategy) -> str | None:
+    """GuideLLM's own name for a strategy, as its csv and console print it: ``concurrent@8``."""
+    if not isinstance(strategy, dict):
+        return None
+    kind = strategy.get("type_") or strategy.get("type")
+    if kind == "concurrent" and strategy.get("streams") is not None:
+        return f"concurrent@{strategy['streams']}"
+    return kind
+
+
 def label_concurrency(label: str) -> int | None:
     """The concurrency a strategy's label names: ``synchronous`` 1, ``concurrent@8`` 8."""
     if label == "synchronous":
@@ -247,8 +257,9 @@ class GuideLLMReport(FileFormat):
         )
         return {
             "tester": "GuideLLM",
+            "run": bench.get("run_id") or (bench.get("config") or {}).get("run_id"),
             "step": b + 1,
-            "strategy": strategy.get("type_") if isinstance(strategy, dict) else None,
+            "strategy": strategy_label(strategy),
             "concurrency": level,
             "sent": totals.get("total") or sum(int(totals.get(s) or 0) for s in GUIDELLM_STATUSES),
             "ok": totals.get("successful"),
