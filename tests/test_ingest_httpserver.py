@@ -49,3 +49,16 @@ def test_the_recorded_seed_proxy():
     assert rows.height == 48
     assert rows.filter(rows["http_status"] == 503).height == 20
     assert result.unparsed <= 1  # its start-up print, shown as it is
+
+
+def test_a_threaded_proxys_interleaved_tracebacks():
+    """corpus pyproxy-overlap: ThreadingHTTPServer threads interleave, so a traceback's
+    banner and first line stand apart from its frames; both are read, nothing is lost."""
+    from tests.conftest import corpus
+
+    path = corpus("pyproxy-overlap") / "proxy.log"
+    source = SourceFile(path, "proxy.log", "proxy")
+    result = detect(source).parse(source, ParseContext(year=2026))
+    assert result.table("proxy_requests").height == 48
+    assert result.unparsed == 1  # its start-up print, "relay proxy on … -> …", shown as it is
+    assert result.unparsed_examples[0][0] == 1
