@@ -127,7 +127,7 @@ PREFIX_STEPS = (
 # so the costly extraction runs only for layers that do.
 PREFIX_GATES = {
     "kubectl": pl.col("_rest").str.starts_with("[pod/"),
-    "rfc5424": pl.col("_rest").str.contains(r"^<\d{1,3}>1 "),
+    "rfc5424": pl.col("_rest").str.starts_with("<"),  # the layer's regex decides per line
     "iso": pl.col("_rest").str.contains(r"^\d{4}-\d{2}-\d{2}[T ]"),
     "bsd": pl.col("_rest").str.contains(rf"^(?:<\d{{1,3}}>)?(?:{MONTHS}) "),
     "iso2": pl.col("_rest").str.contains(r"^\d{4}-\d{2}-\d{2}[T ]"),

@@ -131,16 +131,26 @@ def normalise_generic(frame: pl.DataFrame, display: str, client_tz: str) -> pl.D
     word = pl.when(get("status", pl.Int64).is_null()).then(status_text.str.to_lowercase())
     http_status = pl.coalesce(get("http_status", pl.Int64), get("status", pl.Int64))
     # a status/result field holding free text ("HTTP Error 503: …") is the error's text
-    error = pl.coalesce(
-        get("error", pl.Utf8),
-        pl.when(word.is_not_null() & ~word.is_in(outcome.WORDS)).then(status_text),
+    error = (
+        pl.coalesce(
+            get("error", pl.Utf8),
+            pl.when(word.is_not_null() & ~word.is_in(outcome.WORDS)).then(status_text),
+        )
+        if col["status"]
+        else get("error", pl.Utf8)
     )
-    result = outcome.classify(
+    if not col["status"]:
+        word = pl.lit(None, dtype=pl.Utf8)
+    typed_error = (
+        pl.concat_str([get("error_type", pl.Utf8), error], separator=": ", ignore_nulls=True)
+        if col["error_type"]
+        else error
+    )
+    frame = outcome.with_outcome(
+        frame,
         ok=get("ok", pl.Boolean),
         http_status=http_status,
-        error=pl.concat_str(
-            [get("error_type", pl.Utf8), error], separator=": ", ignore_nulls=True
-        ).replace("", None),
+        error=typed_error,
         status_word=word,
         output_tokens=get("output_tokens", pl.Int64),
     )
@@ -154,8 +164,8 @@ def normalise_generic(frame: pl.DataFrame, display: str, client_tz: str) -> pl.D
             ended, started + pl.duration(microseconds=(latency * 1e6).cast(pl.Int64))
         ).alias("ended_at"),
         latency.alias("latency_s"),
-        outcome.ok_of(result),
-        result,
+        outcome.ok_of(pl.col("outcome")),
+        "outcome",
         http_status.alias("http_status"),
         error.alias("error"),
         get("output_tokens", pl.Int64).alias("output_tokens"),
