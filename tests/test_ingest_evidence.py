@@ -3,6 +3,8 @@
 import shutil
 from pathlib import Path
 
+import polars as pl
+
 from logforensics.ingest import ParseContext
 from logforensics.ingest.inputs import load
 from tests.conftest import FIXTURES, corpus
@@ -44,3 +46,55 @@ def test_consoles_give_the_testers_own_figures_not_requests():
     assert [(s["step"], s["concurrency"], s["sent"], s["failed"]) for s in lf] == [
         (1, 5, 5, 0), (2, 9, 9, 0), (3, 13, 13, 13), (4, 20, 20, 20),
     ]  # fmt: skip
+
+
+def test_the_seed_clients_printed_rows_and_its_jsonl_are_one_run():
+    """corpus pyproxy-seed: the seed script's printout (stamped step headers, a warm-up row,
+    per-step summary lines) beside the JSONL of the same 48 requests."""
+    folder = corpus("pyproxy-seed")
+    inputs = load([folder / "client-stdout.log", folder / "client.jsonl"], CTX)
+    client = inputs.tables["client_requests"]
+    assert client.height == 48
+    (same,) = inputs.same_run
+    assert same.file.endswith("client-stdout.log") and same.requests == 48
+    # the printout's blocks give the JSONL rows their concurrency; the warm-up has none
+    per = client.group_by("concurrency", "warmup").len().sort("concurrency", nulls_last=True)
+    assert per.rows() == [
+        (5, False, 5),
+        (9, False, 9),
+        (13, False, 13),
+        (20, False, 20),
+        (None, True, 1),
+    ]
+    assert client.filter(pl.col("outcome") == "http_503").height == 20
+    printout = next(a for a in inputs.files if a.path.endswith("client-stdout.log"))
+    assert printout.unparsed == 0
+    assert [(s["concurrency"], s["ok"]) for s in inputs.tester_summaries] == [
+        (5, 5), (9, 6), (13, 8), (20, 8),
+    ]  # fmt: skip
+
+
+def test_guidellms_side_files_are_the_same_run(tmp_path):
+    folder = corpus("guidellm-kv")
+    inputs = load(
+        [
+            folder / n
+            for n in ("benchmarks.json", "benchmarks.csv", "benchmarks.html", "client-stdout.log")
+        ],
+        CTX,
+    )
+    assert inputs.tables["client_requests"].height == 60
+    formats = {a.path.rsplit("/", 1)[-1]: (a.format, a.unparsed) for a in inputs.files}
+    assert formats == {
+        "benchmarks.json": ("guidellm_report", 0),
+        "benchmarks.csv": ("guidellm_csv", 0),
+        "benchmarks.html": ("guidellm_html", 0),
+        "client-stdout.log": ("guidellm_console", 0),
+    }
+    # the report's figures once (the csv and console repeat them; the console adds the
+    # warm-up run's own benchmark)
+    steps = [
+        (s["file"].rsplit("/", 1)[-1], s["concurrency"], s["sent"]) for s in inputs.tester_summaries
+    ]
+    assert steps[:4] == [("benchmarks.json", c, n) for c, n in ((2, 4), (4, 7), (8, 16), (16, 32))]
+    assert steps[4:] == [("client-stdout.log", 1, 1)]

@@ -35,3 +35,30 @@ def test_the_relaying_proxy_log_is_one_proxy_log_every_line_understood():
     assert events["kind"].to_list() == ["upstream_5xx", "timeout", "timeout", "timeout"]
     assert "BrokenPipeError" in events["detail"][3]
     assert result.table("server_requests").is_empty()  # a proxy's log creates no instance
+
+
+def test_the_recorded_seed_proxy():
+    """corpus pyproxy-seed proxy.log: the hand-written relay (http.server, a queue with a 17 s
+    timeout) in front of two real vLLM instances: 48 access lines, its 503s as events."""
+    from tests.conftest import corpus
+
+    path = corpus("pyproxy-seed") / "proxy.log"
+    source = SourceFile(path, "proxy.log", "proxy")
+    result = detect(source).parse(source, ParseContext(year=2026))
+    rows = result.table("proxy_requests")
+    assert rows.height == 48
+    assert rows.filter(rows["http_status"] == 503).height == 20
+    assert result.unparsed <= 1  # its start-up print, shown as it is
+
+
+def test_a_threaded_proxys_interleaved_tracebacks():
+    """corpus pyproxy-overlap: ThreadingHTTPServer threads interleave, so a traceback's
+    banner and first line stand apart from its frames; both are read, nothing is lost."""
+    from tests.conftest import corpus
+
+    path = corpus("pyproxy-overlap") / "proxy.log"
+    source = SourceFile(path, "proxy.log", "proxy")
+    result = detect(source).parse(source, ParseContext(year=2026))
+    assert result.table("proxy_requests").height == 48
+    assert result.unparsed == 1  # its start-up print, "relay proxy on … -> …", shown as it is
+    assert result.unparsed_examples[0][0] == 1

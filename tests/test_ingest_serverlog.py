@@ -567,3 +567,39 @@ def test_empty_and_binary_files_are_skipped_with_a_reason(tmp_path):
     inputs = load([tmp_path / "empty.log", tmp_path / "blob.bin"], CTX)
     reasons = {f.path.rsplit("/", 1)[-1]: f.skipped for f in inputs.files}
     assert reasons == {"empty.log": "empty file", "blob.bin": "no known format"}
+
+
+def test_time_only_stamps_are_dated_by_their_neighbours(tmp_path):
+    """SGLang's ``[23:59:58 TP0]`` has no date: the nearest dated line gives it; a step back
+    of seconds (another TP rank) is no new day, past midnight is."""
+    text = (
+        "2026-02-24T23:59:58.000000000Z [23:59:58 TP0] Decode batch. #running-req: 3, #token: 800, "
+        "token usage: 0.10, gen throughput (token/s): 50.00, #queue-req: 0\n"
+        "[23:59:59 TP1] Decode batch. #running-req: 3, #token: 800, token usage: 0.10, gen "
+        "throughput (token/s): 50.00, #queue-req: 0\n"
+        "[23:59:57 TP0] Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: "
+        "0.12, #running-req: 3, #queue-req: 1\n"
+        "[00:00:01 TP0] Decode batch. #running-req: 4, #token: 900, token usage: 0.11, gen "
+        "throughput (token/s): 51.00, #queue-req: 0\n"
+    )
+    result = parse(tmp_path, text, "sglang.log")
+    assert result.table("engine_stats")["at"].to_list() == [
+        dt.datetime(2026, 2, 24, 23, 59, 58, tzinfo=UTC),
+        dt.datetime(2026, 2, 24, 23, 59, 59, tzinfo=UTC),
+        dt.datetime(2026, 2, 24, 23, 59, 57, tzinfo=UTC),
+        dt.datetime(2026, 2, 25, 0, 0, 1, tzinfo=UTC),
+    ]
+    alone = parse(tmp_path, "\n".join(text.splitlines()[1:]) + "\n", "sglang-2.log")
+    assert alone.table("engine_stats")["at"].is_null().all()  # no date anywhere: untimed
+    assert alone.unparsed == 0
+
+
+def test_caret_notation_escapes_are_stripped(tmp_path):
+    text = (
+        "^[[1;36m(VllmWorkerProcess pid=4012)^[[0;0m INFO 02-24 06:16:05 metrics.py:351] Avg prompt "
+        "throughput: 0.0 tokens/s, Avg generation throughput: 41.7 tokens/s, Running: 3 reqs, "
+        "Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 1.2%, CPU KV cache usage: 0.0%.^M\n"
+    )
+    result = parse(tmp_path, text)
+    assert result.table("engine_stats")["running"].to_list() == [3]
+    assert result.table("engine_stats")["at"][0] == dt.datetime(2026, 2, 24, 6, 16, 5, tzinfo=UTC)

@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from logforensics.ingest.outcome import classify, ok_of
+from logforensics.ingest.outcome import classify, ok_of, with_outcome
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "client_errors.json").read_text())
 # case → outcome; the openai client says only "Connection error." for refused, closed and
@@ -112,3 +112,19 @@ def test_words_and_cancelled_flags():
 def test_ok_is_null_only_when_unknown():
     frame = pl.DataFrame({"outcome": ["ok", "timeout", "unknown", "http_503"]})
     assert frame.select(ok_of(pl.col("outcome")))["ok"].to_list() == [True, False, None, False]
+
+
+def test_with_outcome_equals_classify_row_by_row():
+    errors = [r["str"] or None for r in RECORDED["records"]] * 3 + [None, "OK", None]
+    frame = pl.DataFrame(
+        {
+            "error": errors,
+            "http_status": [None] * (len(errors) - 3) + [200, None, None],
+            "tokens": [0] * (len(errors) - 1) + [7],
+        }
+    )
+    evidence = {"error": pl.col("error"), "http_status": pl.col("http_status")}
+    direct = frame.select(classify(**evidence, output_tokens=pl.col("tokens")))["outcome"]
+    grouped = with_outcome(frame, **evidence, output_tokens=pl.col("tokens"))["outcome"]
+    assert grouped.to_list() == direct.to_list()
+    assert grouped.to_list()[-3:] == ["ok", "ok", "ok"]

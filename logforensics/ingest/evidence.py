@@ -7,8 +7,9 @@ record, the others are listed as "same run, not re-counted" with the reason.
 * Files whose request ids are all in another file's are that file's copy; the
   file kept is the one with more timed rows (then more rows, then the first).
 * Untimed rows (the seed script's ``(i, seconds, tokens, 'OK')``) that repeat a
-  timed file's requests (same step, index, latency to the script's 0.01 s
-  rounding) count once, with the timed copy.
+  timed file's requests (same request number and latency to the script's 0.01 s
+  rounding) count once, with the timed copy; the concurrency their blocks show
+  fills the timed copy's where it had none.
 """
 
 from __future__ import annotations
@@ -64,19 +65,40 @@ def drop_copied_files(frames: list[pl.DataFrame]) -> tuple[list[pl.DataFrame], l
 
 
 def drop_repeated_rows(client: pl.DataFrame) -> tuple[pl.DataFrame, list[SameRun]]:
-    """Untimed rows that repeat a timed file's requests (same step, index, latency) count once."""
+    """Untimed rows that repeat a timed file's requests count once, with the timed copy.
+
+    A pair is the same request number and latency (to the seed script's 0.01 s
+    rounding), at the same concurrency where both files say one; steps are not
+    compared (one file numbers them 1, 2, …, another by their concurrency). Each
+    timed row absorbs at most one untimed row, closest latencies first.
+    """
     timed = client.filter(pl.col("started_at").is_not_null())
     untimed = client.filter(pl.col("started_at").is_null())
     if timed.is_empty() or untimed.is_empty():
         return client, []
-    key = ["step", "index"]
     pairs = (
         untimed.with_row_index("_u")
         .join(
-            timed.select(*key, pl.col("latency_s").alias("_lat"), pl.col("run").alias("_run")),
-            on=key,
+            timed.with_row_index("_t").select(
+                "_t",
+                "index",
+                pl.col("latency_s").alias("_lat"),
+                pl.col("concurrency").alias("_conc"),
+                pl.col("run").alias("_run"),
+            ),
+            on="index",
         )
-        .filter((pl.col("latency_s") - pl.col("_lat")).abs() <= DUPLICATE_LATENCY_S)
+        .with_columns((pl.col("latency_s") - pl.col("_lat")).abs().alias("_gap"))
+        .filter(
+            (pl.col("_gap") <= DUPLICATE_LATENCY_S)
+            & (
+                pl.col("concurrency").is_null()
+                | pl.col("_conc").is_null()
+                | (pl.col("concurrency") == pl.col("_conc"))
+            )
+        )  # fmt: skip
+        .sort("_gap")
+        .unique("_t", keep="first", maintain_order=True)
         .unique("_u", keep="first", maintain_order=True)
     )
     if pairs.is_empty():
@@ -84,8 +106,17 @@ def drop_repeated_rows(client: pl.DataFrame) -> tuple[pl.DataFrame, list[SameRun
     kept = (
         untimed.with_row_index("_u").filter(~pl.col("_u").is_in(pairs["_u"].implode())).drop("_u")
     )
+    # the untimed copy's step metadata (the seed rows' blocks) fills the timed row's gap
+    levels = pairs.filter(pl.col("_conc").is_null() & pl.col("concurrency").is_not_null())
+    if levels.height:
+        timed = (
+            timed.with_row_index("_t")
+            .join(levels.select("_t", pl.col("concurrency").alias("_copy")), on="_t", how="left")
+            .with_columns(pl.coalesce("concurrency", "_copy").alias("concurrency"))
+            .drop("_t", "_copy")
+        )
     same = [
-        SameRun(str(run), str(other), n, "repeat (same step, index and latency) those in")
+        SameRun(str(run), str(other), n, "repeat (same request number and latency) those in")
         for run, other, n in pairs.group_by("run", "_run", maintain_order=True).len().iter_rows()
     ]
     return pl.concat([timed, kept]), same

@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 
 from logforensics import cache, model
-from logforensics.ingest import InputError, ParseContext, SourceFile, detect, evidence
+from logforensics.ingest import FILE_FORMATS, InputError, ParseContext, SourceFile, detect, evidence
 from logforensics.ingest.sources import (
     distinct_files,
     instance_name,
@@ -22,6 +22,8 @@ from logforensics.ingest.sources import (
 )
 
 DEFAULT_JOBS = min(4, os.cpu_count() or 1)  # files parsed at once
+# Names that say a file is a document, config or script (its content must agree).
+DOCUMENT_SUFFIXES = {".md", ".markdown", ".rst", ".conf", ".cfg", ".ini", ".toml", ".py", ".sh"}
 
 
 @dataclass
@@ -96,6 +98,9 @@ def _read_one(
         entry = cache.key(path, source.instance, ctx) if cache_dir else None
         if entry and (hit := cache.load(cache_dir, entry)):
             return source, *hit, None
+        # a document or config that quotes log lines (a write-up, a GROUND_TRUTH.md)
+        if path.suffix.lower() in DOCUMENT_SUFFIXES and (what := not_a_log(source.head())):
+            return source, None, None, f"not a log: {what}"
         fmt = detect(source)
         if fmt is None:
             if source.is_blank():
@@ -218,7 +223,7 @@ def load(
     for same in copies + repeats:
         if same.file in by_path:
             by_path[same.file].notes.append(same.note())
-    summaries = [{"file": a.path, **summary} for a in accounts for summary in a.tester_summaries]
+    summaries = _distinct_summaries(accounts, {same.file for same in copies})
     coverage: dict[str, tuple[dt.datetime, dt.datetime]] = {}
     for name, (first, last) in instance_spans:
         lo, hi = coverage.get(name, (first, last))
@@ -294,3 +299,37 @@ def _span(tables: dict[str, pl.DataFrame]) -> tuple[dt.datetime, dt.datetime] | 
         return None
     both = pl.concat(times).select(pl.col("lo").min(), pl.col("hi").max()).row(0)
     return both if both[0] is not None else None
+
+
+def _distinct_summaries(accounts: list[InputFile], copies: set[str]) -> list[dict]:
+    """Every tester's own figures once: one run's json, csv and console repeat them.
+
+    A copy's figures are its record's; among files of one tester, the same step with
+    the same counts is kept from the file sniffed first (the report before its
+    summary table and console).
+    """
+    rank = {name: fmt.priority for name, fmt in FILE_FORMATS.items()}
+    ordered = sorted(
+        (a for a in accounts if a.path not in copies and a.tester_summaries),
+        key=lambda a: rank.get(a.format, 99),
+    )
+    kept: dict[tuple, list] = {}  # figures → the runs they were kept for
+    out = []
+    for account in ordered:
+        for summary in account.tester_summaries:
+            key = (
+                summary.get("tester", "").split(" (")[0],
+                summary.get("phase"),
+                summary.get("step"),
+                summary.get("concurrency"),
+                summary.get("sent"),
+                summary.get("ok"),
+                summary.get("failed"),
+            )
+            run = summary.get("run")
+            runs = kept.setdefault(key, [])
+            if any(r is None or run is None or r == run for r in runs):
+                continue  # the same figures of the same run (a file that names none agrees)
+            runs.append(run)
+            out.append({"file": account.path, **summary})
+    return out

@@ -128,6 +128,13 @@ class KnownNoise(RegexLineFormat):
             "INFO:     Application shutdown complete.",
             status="noise",
         ),
+        Sample(
+            "a V0 worker's line (_add_prefix's cyan tag; text of V0 worker/model_runner.py) in "
+            "caret notation, as cat -v saves it",
+            "^[[1;36m(VllmWorkerProcess pid=4012)^[[0;0m INFO 02-24 06:16:05 model_runner.py:1523] "
+            "Graph capturing finished in 5 secs.^M",
+            status="noise",
+        ),
     )
     decisive = False
     fallback = True

@@ -72,6 +72,7 @@ FAILURE_WORDS = {
     "error": ["error", "errored", "failed", "failure", "fail", "exception"],
 }
 NO_TEXT = ["", "none", "null", "nan", "-"]
+WORDS = OK_WORDS + [w for words in FAILURE_WORDS.values() for w in words] + NO_TEXT
 
 
 def _text_class(text: pl.Expr) -> pl.Expr:
@@ -126,3 +127,23 @@ def classify(
 def ok_of(outcome: pl.Expr) -> pl.Expr:
     """`ok` as the tables carry it: True only for ``ok``, null for ``unknown``, else False."""
     return pl.when(outcome == "unknown").then(None).otherwise(outcome == "ok").alias("ok")
+
+
+def with_outcome(frame: pl.DataFrame, **evidence: pl.Expr | None) -> pl.DataFrame:
+    """`frame` with its `outcome` column: `classify` over `evidence` (its keywords), run
+    once per distinct evidence — a run's hundred thousand records repeat a few outcomes,
+    and the regexes over error texts are the costly part."""
+    given = {name: expr for name, expr in evidence.items() if expr is not None}
+    if "output_tokens" in given:  # only "some tokens" is evidence: fewer distinct rows
+        given["output_tokens"] = (given["output_tokens"].cast(pl.Int64, strict=False) > 0).cast(
+            pl.Int64
+        )
+    if not given or frame.is_empty():
+        return frame.with_columns(classify(**given))
+    names = {name: f"_evidence_{name}" for name in given}
+    seen = frame.select(*(expr.alias(names[name]) for name, expr in given.items()))
+    keys = seen.unique().with_columns(classify(**{n: pl.col(c) for n, c in names.items()}))
+    joined = seen.join(
+        keys, on=list(names.values()), how="left", nulls_equal=True, maintain_order="left"
+    )
+    return frame.with_columns(joined["outcome"])

@@ -259,7 +259,11 @@ class PythonTraceback(LineFormat):
             "instance", "at", pl.col("engine_kind").alias("kind"), "detail", "source"
         )
         used = blocks["members"].explode()
+        # A threaded server interleaves: a block's banner and "Traceback …" line can stand
+        # apart from its frames (read as a block of their own). Such framing is noise.
+        framing = marked.filter(pl.col("is_chain") & ~pl.col("line_no").is_in(used.implode()))
         return Claim(
             records=used,
+            noise=framing["line_no"],
             tables={"proxy_events": proxy, "engine_events": engine},
         )

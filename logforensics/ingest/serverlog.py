@@ -5,7 +5,8 @@ and whatever else runs in the container (a relaying proxy's tracebacks, an
 nginx side-car). Each line first loses its runtime prefixes, outermost first:
 
 * ANSI colours (vLLM's level colours and the grey around its asctime, the
-  cyan process tag, uvicorn's, LiteLLM's, the production-stack router's);
+  cyan process tag, uvicorn's, LiteLLM's, the production-stack router's), also
+  in caret notation (``^[[1;36m``, a trailing ``^M``) as ``cat -v`` saves them;
 * ``kubectl logs --prefix`` pod names ``[pod/NAME/CONTAINER] ``;
 * a leading ISO 8601 stamp: ``docker logs -t`` / ``kubectl --timestamps``
   (RFC 3339, nine fraction digits, ``Z`` or an offset), the raw CRI file's
@@ -46,6 +47,9 @@ from logforensics.ingest.base import (
 
 # Any CSI escape (colours, bold, cursor moves); a lone ESC left over is dropped too.
 ANSI_RE = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b"
+# The same escapes in caret notation, as `cat -v`, less or a terminal capture save them
+# ("^[[1;36m(VllmWorkerProcess pid=7)^[[0;0m INFO …"), and a carriage return as "^M".
+CARET_RE = r"\^\[\[[0-?]*[ -/]*[@-~]|\^\[|\^M$"
 KUBECTL_PREFIX_RE = r"^\[pod/(?P<pod>[^/\]\s]+)/(?P<container>[^\]\s]+)\] "
 # docker/kubectl/CRI/journal short-iso/plain ISO, with the journal's "host unit[pid]: "
 # or the CRI file's "stdout F " after it when present.
@@ -67,7 +71,9 @@ RFC5424_PREFIX_RE = (
 )
 BRACKET_PREFIX_RE = (
     r"^\[(?:(?P<bk>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,](?P<bkfrac>\d{1,6}))?)"
-    r"|(?P<bkmd>\d{2}-\d{2} \d{2}:\d{2}:\d{2}))(?: [^\]]*)?\] "
+    r"|(?P<bkmd>\d{2}-\d{2} \d{2}:\d{2}:\d{2})"
+    # SGLang builds whose logger prints the time only: "[16:43:29 TP0] "
+    r"|(?P<bktod>\d{2}:\d{2}:\d{2}(?:[.,]\d{1,6})?))(?: [^\]]*)?\] "
 )
 PROCESS_TAG_RE = r"^(?:\([^()]*\bpid=\d+\)\s+)+"
 # vLLM: "INFO 02-24 06:16:03 [loggers.py:123] msg"; old: "metrics.py:351] msg";
@@ -121,7 +127,7 @@ PREFIX_STEPS = (
 # so the costly extraction runs only for layers that do.
 PREFIX_GATES = {
     "kubectl": pl.col("_rest").str.starts_with("[pod/"),
-    "rfc5424": pl.col("_rest").str.contains(r"^<\d{1,3}>1 "),
+    "rfc5424": pl.col("_rest").str.starts_with("<"),  # the layer's regex decides per line
     "iso": pl.col("_rest").str.contains(r"^\d{4}-\d{2}-\d{2}[T ]"),
     "bsd": pl.col("_rest").str.contains(rf"^(?:<\d{{1,3}}>)?(?:{MONTHS}) "),
     "iso2": pl.col("_rest").str.contains(r"^\d{4}-\d{2}-\d{2}[T ]"),
@@ -138,9 +144,13 @@ def _strip_prefixes(lines: pl.DataFrame) -> tuple[pl.DataFrame, set[str]]:
     groups as columns) and the names of the layers present.
     """
     text = pl.col("text")
-    has_ansi = lines.select(text.str.contains("\x1b", literal=True).any()).item()
+    has_ansi, has_caret = lines.select(
+        text.str.contains("\x1b", literal=True).any().alias("ansi"),
+        text.str.contains("^[", literal=True).any().alias("caret"),
+    ).row(0)
+    rest = text.str.replace_all(ANSI_RE, "") if has_ansi else text
     frame = lines.with_columns(
-        (text.str.replace_all(ANSI_RE, "") if has_ansi else text).alias("_rest")
+        (rest.str.replace_all(CARET_RE, "") if has_caret else rest).alias("_rest")
     )
     present = set()
     for name, regex in PREFIX_STEPS:
@@ -208,6 +218,37 @@ def _layer_times(frame: pl.DataFrame, present: set[str], year: int, server_tz: s
     return frame, layers
 
 
+def _date_times_of_day(frame: pl.DataFrame, server_tz: str) -> pl.DataFrame:
+    """Time-only stamps (SGLang's ``[16:43:29 TP0]``) dated by the nearest dated line of the
+    file (earlier, else later); a step back of more than 12 h is the next day (lines of
+    several TP ranks may step back by seconds: that is no new day). Without any dated line
+    they stay untimed."""
+    day = (
+        pl.col("own_at")
+        .dt.convert_time_zone(server_tz)
+        .dt.replace_time_zone(None)
+        .dt.truncate("1d")
+        .forward_fill()
+        .backward_fill()
+    )
+    tod = pl.col("bktod").str.replace(",", ".").str.to_time("%H:%M:%S%.f", strict=False)
+    ns = tod.cast(pl.Int64)
+    wraps = (ns < ns.forward_fill().shift(1) - 12 * 3600 * 10**9).fill_null(False).cum_sum()
+    at = (
+        day.dt.combine(tod)
+        .dt.offset_by(pl.format("{}d", wraps))
+        .dt.replace_time_zone(server_tz, ambiguous="earliest", non_existent="null")
+        .dt.convert_time_zone("UTC")
+    )
+    return frame.with_columns(
+        pl.coalesce(pl.col("own_at"), at).alias("own_at"),
+        pl.when(pl.col("own_at").is_null() & at.is_not_null())
+        .then(pl.lit(WHOLE_SECOND_S))
+        .otherwise(pl.col("own_precision"))
+        .alias("own_precision"),
+    )
+
+
 def split_prefixes(
     lines: pl.DataFrame, instance: str, year: int, server_tz: str = "UTC"
 ) -> pl.DataFrame:
@@ -239,6 +280,8 @@ def split_prefixes(
             else pl.lit(instance)
         ).alias("instance"),
     )
+    if "bracket" in present and frame.select(pl.col("bktod").is_not_null().any()).item():
+        frame = _date_times_of_day(frame, server_tz)
     if not layers:
         return frame.select(
             "line_no",

@@ -500,14 +500,13 @@ def finish_requests(result: ParseResult, frame: pl.DataFrame, display: str) -> N
         return pl.col(name) if name in frame.columns else None
 
     if frame.width:
-        frame = frame.with_columns(
-            outcome.classify(
-                ok=column("ok"),
-                http_status=column("http_status"),
-                error=column("error"),
-                status_word=column("_word"),
-                cancelled=column("_cancelled"),
-            )
+        frame = outcome.with_outcome(
+            frame,
+            ok=column("ok"),
+            http_status=column("http_status"),
+            error=column("error"),
+            status_word=column("_word"),
+            cancelled=column("_cancelled"),
         ).with_columns(outcome.ok_of(pl.col("outcome")))
     frame = frame.with_columns(
         pl.lit(display).alias("run"),

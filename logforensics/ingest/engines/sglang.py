@@ -46,6 +46,15 @@ class SglangStats(RegexLineFormat):
             "0.93, cuda graph: True, gen throughput (token/s): 512.33, #queue-req: 4",
             tables=(("engine_stats", 1),),
         ),
+        Sample(
+            "SGLang's logger with a time-only datefmt (``[%(asctime)s TP0]``, ``%H:%M:%S``), "
+            "two TP ranks; layout of scheduler.py's stats lines, values invented",
+            "[16:43:29 TP0] Decode batch. #running-req: 12, #token: 8000, token usage: 0.93, "
+            "gen throughput (token/s): 512.33, #queue-req: 4\n"
+            "[16:43:28 TP1] Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, token "
+            "usage: 0.95, #running-req: 12, #queue-req: 3",
+            tables=(("engine_stats", 2),),
+        ),
     )
     pattern = SGLANG_RE
 

@@ -133,6 +133,8 @@ UVICORN_ACCESS_RE = (
 # The seed's prompts end in "({i})"; `logforensics loadtest` writes "[lf-...]".
 PROMPT_MARKER_RE = r"(\[lf-[\w.-]+\]|\(\d+\))"
 LIFECYCLE_RE = r"\b(?:Received|Added|Finished|Aborted) request(?:\(s\))? (\S+?)[:.,]?(?:\s|$)"
+# V1 (0.32: async_llm.py "Request %s aborted."): the client's own id, without the suffix
+REQUEST_ABORTED_RE = r"^Request (\S+) aborted\.$"
 
 
 @register_line_format
@@ -148,20 +150,25 @@ class VllmLifecycle(RegexLineFormat):
             "(APIServer pid=31372) INFO 11-29 16:09:05 [async_llm.py:578] Added request "
             "chatcmpl-8d471985c66099d7-bc0857dc.\n"
             "(APIServer pid=31372) INFO 11-29 16:21:34 [async_llm.py:922] Aborted request(s) "
-            "chatcmpl-991efeba62823d03-bf7a37d3.",
-            tables=(("server_requests", 3),),
+            "chatcmpl-991efeba62823d03-bf7a37d3.\n"
+            "(APIServer pid=31372) INFO 11-29 16:21:34 [async_llm.py:783] Request "
+            "chatcmpl-991efeba62823d03 aborted.",
+            tables=(("server_requests", 4),),
         ),
     )
-    pattern = LIFECYCLE_RE
+    pattern = LIFECYCLE_RE + "|" + REQUEST_ABORTED_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
         hits = self.matching(lines)
         msg = pl.col("msg")
-        verb = msg.str.extract(r"\b(Received|Added|Finished|Aborted) request", 1)
+        verb = pl.coalesce(
+            msg.str.extract(r"\b(Received|Added|Finished|Aborted) request", 1),
+            pl.when(msg.str.contains(REQUEST_ABORTED_RE)).then(pl.lit("Aborted")),
+        )
         prompt = msg.str.extract(r"prompt: (.*?), params:", 1)
         # "Aborted request(s) a,b,c." names several (external) ids: one row each.
         many = msg.str.extract(r"\bAborted request\(s\) (\S+)", 1).str.strip_suffix(".")
-        one = msg.str.extract(self.pattern, 1)
+        one = pl.coalesce(msg.str.extract(LIFECYCLE_RE, 1), msg.str.extract(REQUEST_ABORTED_RE, 1))
         rows = (
             hits.select(
                 "instance",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from logforensics import timeparse
 from logforensics.ingest import register_line_format
 from logforensics.ingest.base import (
     Claim,
@@ -257,6 +258,13 @@ class NginxAccess(ProxyLineFormat):
             role="proxy",
             tables=(("proxy_requests", 1),),
         ),
+        Sample(
+            "nginx 1.22.1 run here, escape=default: a quote in the user agent is written \\x22",
+            '127.0.0.1 - - [01/Dec/2026:15:03:47 +0000] "POST /v1/chat/completions?q=%22x%22 '
+            'HTTP/1.1" 502 157 "-" "evil \\x22agent\\x22" ua="vllm" us="502" rt=0.000',
+            role="proxy",
+            tables=(("proxy_requests", 1), ("proxy_events", 1)),
+        ),
     )
     pattern = NGINX_CLF_RE
 
@@ -461,3 +469,115 @@ class NginxError(ProxyLineFormat):
         used = frame.filter(failing & kind.is_not_null())["line_no"]
         noise = frame.filter(~pl.col("line_no").is_in(used.implode()))["line_no"]
         return Claim(records=used, noise=noise, tables={"proxy_events": events})
+
+
+# ------------------------------------------------------- nginx escape=json
+
+# Keys people give `log_format … escape=json '{…}'`: nginx's own variable names (and the
+# short forms of the key=value layout); the first present is read.
+JSON_KEYS = {
+    "time": ("time_local",),
+    "iso": ("time_iso8601", "@timestamp", "timestamp", "time"),
+    "msec": ("msec",),
+    "client": ("remote_addr", "client", "client_ip", "ip"),
+    "request": ("request",),
+    "method": ("request_method", "method"),
+    "path": ("request_uri", "uri", "path"),
+    "status": ("status",),
+    "ua": ("upstream_addr", "upstream", "ua"),
+    "us": ("upstream_status", "us"),
+    "rt": ("request_time", "rt"),
+    "urt": ("upstream_response_time", "urt"),
+    "uct": ("upstream_connect_time", "uct"),
+    "rid": ("request_id", "req_id", "x_request_id", "rid"),
+}
+NGINX_JSON_RE = r'^\{.*"(?:upstream_addr|request_time|remote_addr)"\s*:'
+
+
+def _json_field(names: tuple[str, ...]) -> pl.Expr:
+    return pl.coalesce(pl.col("msg").str.json_path_match(f"$['{name}']") for name in names)
+
+
+@register_line_format
+class NginxJson(ProxyLineFormat):
+    """nginx access lines written with ``log_format NAME escape=json '{…}'``: the same
+    variables as the text layouts, read by key (`JSON_KEYS`), with the same semantics.
+    `at` is ``$time_local`` / ``$time_iso8601`` / ``$msec``: the end of the request."""
+
+    name = "nginx_json"
+    priority = 29
+    samples = (
+        Sample(
+            "nginx 1.22.1 run here with an escape=json log_format: a 200, a 502 (the second "
+            "upstream's port closed), a 504 (proxy_read_timeout 2s), a 502 with the group name "
+            "(no live upstreams) and a quoted user agent",
+            '{"time_local":"01/Dec/2026:15:03:45 +0000","time_iso8601":"2026-12-01T15:03:45+00:00",'
+            '"remote_addr":"127.0.0.1","request":"POST /v1/chat/completions HTTP/1.1","status":200,'
+            '"body_bytes_sent":12,"request_time":0.001,"upstream_addr":"127.0.0.1:18591",'
+            '"upstream_status":"200","upstream_response_time":"0.001","upstream_connect_time":'
+            '"0.000","request_id":"787004574dd9651a850c6000bc7b0574","http_user_agent":'
+            '"python-requests/2.32.3"}\n'
+            '{"time_local":"01/Dec/2026:15:03:45 +0000","time_iso8601":"2026-12-01T15:03:45+00:00",'
+            '"remote_addr":"127.0.0.1","request":"POST /v1/chat/completions HTTP/1.1","status":502,'
+            '"body_bytes_sent":157,"request_time":0.000,"upstream_addr":"127.0.0.1:18599",'
+            '"upstream_status":"502","upstream_response_time":"0.000","upstream_connect_time":"-",'
+            '"request_id":"ed954880aa7cf613ce5071c8a5c66e74","http_user_agent":'
+            '"python-requests/2.32.3"}\n'
+            '{"time_local":"01/Dec/2026:15:03:47 +0000","time_iso8601":"2026-12-01T15:03:47+00:00",'
+            '"remote_addr":"127.0.0.1","request":"POST /v1/chat/completions HTTP/1.1","status":504,'
+            '"body_bytes_sent":167,"request_time":2.002,"upstream_addr":"127.0.0.1:18591",'
+            '"upstream_status":"504","upstream_response_time":"2.002","upstream_connect_time":'
+            '"0.000","request_id":"44388321d7919b2ff0ba9db44ff0b74e","http_user_agent":'
+            '"curl/7.88.1"}\n'
+            '{"time_local":"01/Dec/2026:15:03:47 +0000","time_iso8601":"2026-12-01T15:03:47+00:00",'
+            '"remote_addr":"127.0.0.1","request":"POST /v1/chat/completions?q=%22x%22 HTTP/1.1",'
+            '"status":502,"body_bytes_sent":157,"request_time":0.000,"upstream_addr":"vllm",'
+            '"upstream_status":"502","upstream_response_time":"0.000","upstream_connect_time":"-",'
+            '"request_id":"110bc489ff03accedff90b8ca8580f3f","http_user_agent":"evil \\"agent\\""}',
+            role="proxy",
+            tables=(("proxy_requests", 4), ("proxy_events", 3)),
+        ),
+    )
+    pattern = NGINX_JSON_RE
+
+    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
+        msg = pl.col("msg")
+        if not lines.select(msg.str.starts_with("{").any()).item():
+            return Claim(records=no_lines())
+        hits = lines.filter(msg.str.starts_with("{") & msg.str.contains(NGINX_JSON_RE))
+        fields = {name: _json_field(keys).alias(name) for name, keys in JSON_KEYS.items()}
+        frame = hits.with_columns(**fields).with_columns(
+            pl.coalesce(
+                pl.col("request"), pl.concat_str([pl.col("method"), pl.col("path")], separator=" ")
+            ).alias("request"),
+        )
+        frame = frame.with_columns(
+            pl.coalesce(pl.col("method"), pl.col("request").str.extract(r"^([A-Z]+) ", 1)).alias(
+                "method"
+            ),
+            pl.coalesce(pl.col("path"), pl.col("request").str.extract(r"^[A-Z]+ (\S+)", 1)).alias(
+                "path"
+            ),
+            pl.coalesce(
+                clf_time("time"),
+                timeparse.iso_to_utc(pl.col("iso")),
+                timeparse.epoch_to_utc(pl.col("msec").cast(pl.Float64, strict=False)),
+                pl.col("at"),
+            ).alias("at"),
+            pl.col("client").fill_null("-"),  # the rows builder needs one (a layout's match)
+        )
+        frame = frame.select(NGINX_FIELDS)
+        parts = [_requests_and_failures(piece) for piece in _with_upstream_facts(frame)]
+        if not parts:
+            return Claim(records=no_lines())
+        rows = _in_file_order(pl.concat([rows for rows, _ in parts]))
+        failures = pl.concat([failures for _, failures in parts]).sort("line_no")
+        return Claim(
+            records=rows["line_no"],
+            tables={
+                "proxy_requests": rows.with_columns(source_column(source)).drop("line_no"),
+                "proxy_events": proxy_failures(
+                    failures, pl.col("_kind"), pl.col("_detail"), source
+                ),
+            },
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import polars as pl
 
@@ -25,6 +26,42 @@ from logforensics.ingest.toolkit import (
 )
 
 # ---------------------------------------------------------------- AIPerf profile_export.jsonl
+
+
+SWEEP_FOLDER_RE = r"(?:^|_)concurrency_?(\d+)(?:_|$)"  # AIPerf 0.13's "concurrency_8__requests_16"
+
+
+def run_phases(folder: Path) -> dict[str, int]:
+    """Phase name → the concurrency AIPerf ran it at, from the run's own ``run_config.json``
+    (0.13: ``cfg.phases[] {name, kind, concurrency}``), where it is beside the records."""
+    try:
+        config = json.loads((folder / "run_config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    phases = ((config or {}).get("cfg") or {}).get("phases") or []
+    return {
+        p["name"]: int(p["concurrency"])
+        for p in phases
+        if isinstance(p, dict) and isinstance(p.get("concurrency"), int) and p.get("name")
+    }
+
+
+def phase_concurrency(source: SourceFile, phase: pl.Expr, result: ParseResult) -> pl.Expr:
+    """Each record's concurrency: its phase's in ``run_config.json``, else the sweep folder's."""
+    phases = run_phases(source.path.parent)
+    if phases:
+        result.notes.append(
+            "concurrency from run_config.json: "
+            + ", ".join(f"{name} {level}" for name, level in phases.items())
+        )
+        return phase.replace_strict(phases, default=None, return_dtype=pl.Int64).alias(
+            "concurrency"
+        )
+    found = re.search(SWEEP_FOLDER_RE, source.path.parent.name)
+    if found:
+        result.notes.append(f"concurrency {found.group(1)} from the run's folder name")
+    level = int(found.group(1)) if found else None
+    return pl.lit(level, dtype=pl.Int64).alias("concurrency")
 
 
 @register_file_format
@@ -137,6 +174,7 @@ class AIPerfJsonl(FileFormat):
             (nested(r, "metadata", "benchmark_phase", dtype=pl.Utf8) == "warmup")
             .fill_null(False)
             .alias("warmup"),
+            phase_concurrency(source, nested(r, "metadata", "phase_name", dtype=pl.Utf8), result),
             model.source_id(f"{source.display}:", pl.col("line_no")),
         )
         frame = place_on_clock(
@@ -144,3 +182,136 @@ class AIPerfJsonl(FileFormat):
         )
         finish_requests(result, frame, source.display)
         return result
+
+
+# ------------------------------------------------- AIPerf's other files of one run
+
+# AIPerf 0.13.0's artifact folder as recorded (corpus aiperf-haproxy): kind → a pattern
+# its first lines match. None of them holds per-request records; profile_export.jsonl is
+# the record of a run.
+ARTIFACT_KINDS = {
+    "aggregate": r'"aggregation_type"\s*:\s*"\w+"',
+    "summary": r'"aiperf_version"\s*:\s*"[^"]*",\s*"benchmark_id"',
+    "run config": r'"benchmark_id"\s*:\s*"\w+",\s*"sweep_id"\s*:',
+    "phase manifest": r'^\{\s*"phases"\s*:\s*\[\s*\{\s*"end_ns"',
+    "phase server metrics": r'^\{\s*"data"\s*:\s*\{\s*"benchmark_id"',
+    "inputs": r'^\{\s*"data"\s*:\s*\[\s*\{\s*"session_id"',
+    "server metrics csv": r"^# AIPerf Server Metrics Export",
+    "metrics csv": r"^Metric,avg,min,max,sum,p1,",
+    "aggregate csv": r"^metric,mean,std,min,max,cv,",
+    "sweep csv": r"^concurrency,requests,\w+_mean,",
+    "log": r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3} - \S+ - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - ",
+    "console": r"^\d{2}:\d{2}:\d{2}\.\d{3} (?:DEBUG|INFO|NOTICE|WARNING|ERROR|SUCCESS)\s+.*\(\w+\.py:\d+\)$"
+    r"|NVIDIA AIPerf \|",
+}
+# Lines of AIPerf's text files that say nothing new: its log and console lines, rich
+# boxes and tables, blank lines, and a wrapper's stamped lines ("… aiperf profile: …").
+ARTIFACT_LINES = (
+    r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3} - \S+ - [A-Z]+ - "
+    r"|^\d{2}:\d{2}:\d{2}\.\d{3} [A-Z]+\s"
+    r"|^\s*[│┃┏┡└╭╰╞╘┌├┗┣━─═╔╚║|]"
+    r"|^\s*$"
+    r"|^\S+Z aiperf "
+    r"|^\s+NVIDIA AIPerf \|"
+    r"|^\s{2,}\S"
+    # the console's epilogue (its command, where it wrote what) and advice between panels
+    r"|^(?:CLI Command|Benchmark Duration|CSV Export|JSON Export|Server Metrics (?:CSV|JSON) "
+    r"Export|Log File):|^'[^']*' --|^--[a-z]|^/\S+$"
+    r"|^[A-Za-z][\w/-]*,?(?: +[^\s│┃|]+){5,}\s*$"
+)
+
+
+@register_file_format
+class AIPerfArtifacts(FileFormat):
+    """AIPerf's other files of a run: its summaries (``profile_export_aiperf.json/.csv``,
+    per phase, aggregate and sweep files), ``run_config.json``, ``inputs.json``, the phase
+    manifest, the server-metrics export, its log and console. Understood, not re-counted;
+    a run's summary gives AIPerf's own figures (requests, errors, latency, throughput)."""
+
+    name = "aiperf_artifacts"
+    role = "client"
+    priority = 23
+    samples = (
+        Sample(
+            "corpus aiperf-haproxy aiperf/concurrency_4__requests_8/profile_export_aiperf.json "
+            "(AIPerf 0.13.0), trimmed to the figures read",
+            file="aiperf_profile_export_aiperf.json",
+        ),
+        Sample(
+            "corpus aiperf-haproxy aiperf/concurrency_2__requests_6/logs/aiperf.log (AIPerf 0.13.0), head",
+            file="aiperf_run.log",
+        ),
+    )
+
+    @staticmethod
+    def kind(head: list[str]) -> str | None:
+        text = "\n".join(head)
+        return next((k for k, rx in ARTIFACT_KINDS.items() if re.search(rx, text, re.M)), None)
+
+    def sniff(self, head: list[str]) -> bool:
+        return self.kind(head) is not None
+
+    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
+        kind = self.kind(source.head())
+        result = ParseResult(formats=[self.name])
+        if kind in ("log", "console"):
+            lines = source.lines
+            known = lines.filter(pl.col("text").str.contains(ARTIFACT_LINES))
+            result.lines, result.noise = lines.height, known.height
+            result.set_unparsed(lines.filter(~pl.col("text").str.contains(ARTIFACT_LINES)))
+        else:
+            result.lines, _ = source.stream_facts()
+            result.noise = result.lines
+        if kind == "summary":
+            summary = self._summary(source)
+            if summary:
+                result.parsed, result.noise = 1, result.lines - 1
+                result.tester_summaries.append(summary)
+        result.notes.append(
+            f"AIPerf's {kind}: same run as its profile_export.jsonl, not re-counted"
+        )
+        return result
+
+    @staticmethod
+    def _summary(source: SourceFile) -> dict | None:
+        try:
+            doc = json.loads(source.text)
+        except ValueError:
+            return None
+        if not isinstance(doc, dict) or "request_count" not in doc:
+            return None
+
+        def avg(name: str):
+            value = (doc.get(name) or {}).get("avg")
+            return value if isinstance(value, int | float) else None
+
+        latency = doc.get("request_latency") or {}
+        scale = 1e-3 if latency.get("unit") == "ms" else 1.0
+        phases = ((doc.get("input_config") or {}).get("phases")) or []
+        folder = source.path.parent
+        phase = folder.name if folder.parent.name == "phases" else "profiling"
+        level = next(
+            (
+                p.get("concurrency")
+                for p in phases
+                if isinstance(p, dict) and p.get("name") == phase
+            ),
+            None,
+        )
+        ok, errors = avg("request_count"), avg("error_request_count") or 0
+        return {
+            "tester": "AIPerf",
+            "run": doc.get("benchmark_id"),
+            "phase": phase,
+            "concurrency": level,
+            "sent": int(ok + errors) if ok is not None else None,
+            "ok": int(ok) if ok is not None else None,
+            "failed": int(errors),
+            "latency_s": {
+                k: latency[k] * scale
+                for k in ("avg", "p50", "p95", "p99")
+                if isinstance(latency.get(k), int | float)
+            },
+            "requests_per_s": avg("request_throughput"),
+            "output_tokens_per_s": avg("output_token_throughput"),
+        }

@@ -37,6 +37,7 @@ FIELD_SPELLINGS = {
     "status": ["status", "outcome", "result"],
     "http_status": ["http_status", "status_code", "code", "http_code"],
     "error": ["error", "error_text", "err", "exception"],
+    "error_type": ["error_type", "error_class", "exception_type", "exc_type"],
     "output_tokens": ["output_tokens", "completion_tokens", "tokens", "output_len"],
     "timeout_s": ["timeout_s", "timeout"],
     "rest_before_s": ["rest_before_s", "rest_s"],
@@ -126,14 +127,31 @@ def normalise_generic(frame: pl.DataFrame, display: str, client_tz: str) -> pl.D
         get("latency_ms", pl.Float64) / 1000,
         (ended - started).dt.total_microseconds() / 1e6,
     )
-    status_text = get("status", pl.Utf8).str.to_lowercase()
+    status_text = get("status", pl.Utf8)
+    word = pl.when(get("status", pl.Int64).is_null()).then(status_text.str.to_lowercase())
     http_status = pl.coalesce(get("http_status", pl.Int64), get("status", pl.Int64))
-    error = get("error", pl.Utf8)
-    result = outcome.classify(
+    # a status/result field holding free text ("HTTP Error 503: …") is the error's text
+    error = (
+        pl.coalesce(
+            get("error", pl.Utf8),
+            pl.when(word.is_not_null() & ~word.is_in(outcome.WORDS)).then(status_text),
+        )
+        if col["status"]
+        else get("error", pl.Utf8)
+    )
+    if not col["status"]:
+        word = pl.lit(None, dtype=pl.Utf8)
+    typed_error = (
+        pl.concat_str([get("error_type", pl.Utf8), error], separator=": ", ignore_nulls=True)
+        if col["error_type"]
+        else error
+    )
+    frame = outcome.with_outcome(
+        frame,
         ok=get("ok", pl.Boolean),
         http_status=http_status,
-        error=error,
-        status_word=pl.when(get("status", pl.Int64).is_null()).then(status_text),
+        error=typed_error,
+        status_word=word,
         output_tokens=get("output_tokens", pl.Int64),
     )
     return frame.select(
@@ -146,8 +164,8 @@ def normalise_generic(frame: pl.DataFrame, display: str, client_tz: str) -> pl.D
             ended, started + pl.duration(microseconds=(latency * 1e6).cast(pl.Int64))
         ).alias("ended_at"),
         latency.alias("latency_s"),
-        outcome.ok_of(result),
-        result,
+        outcome.ok_of(pl.col("outcome")),
+        "outcome",
         http_status.alias("http_status"),
         error.alias("error"),
         get("output_tokens", pl.Int64).alias("output_tokens"),

@@ -1,16 +1,21 @@
 """GuideLLM ``benchmarks.json`` (v0.2/0.3 records
 ``GenerativeTextResponseStats``/``GenerativeTextErrorStats``; v0.4+
-``GenerativeRequestStats`` with ``info.timings``), and ``benchmarks.yaml``
-when PyYAML is importable. Records may be a sample: the totals then come
-from the benchmark's aggregate counts.
+``GenerativeRequestStats`` with ``info.timings``; 0.8.1 as recorded in the corpus
+incident guidellm-kv) and the same report as ``benchmarks.yaml``. Records may be a
+sample: the totals then come from the benchmark's aggregate counts. Each
+benchmark's own figures (counts, latency percentiles, rates) are kept as a
+tester summary.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 
 import polars as pl
+import yaml
 
 from logforensics import model
 from logforensics.ingest import register_file_format
@@ -21,6 +26,7 @@ from logforensics.ingest.base import (
     Sample,
     SourceFile,
 )
+from logforensics.ingest.noise import CHATTER
 from logforensics.ingest.toolkit import (
     account_document,
     concat_frames,
@@ -38,6 +44,29 @@ from logforensics.ingest.toolkit import (
 
 GUIDELLM_RECORD_RE = r'\{\s*"type_"\s*:\s*"generative_(?:request_stats|text_response|text_error)"'
 GUIDELLM_STATUSES = ("successful", "incomplete", "errored")
+
+
+def warmup_folder(path) -> bool:
+    """A tester's separate warm-up run, kept in a folder named for it (``guidellm-warmup/``)."""
+    return any(re.search(r"(?i)warm-?up", part) for part in path.parts[-3:-1])
+
+
+def strategy_label(strategy) -> str | None:
+    """GuideLLM's own name for a strategy, as its csv and console print it: ``concurrent@8``."""
+    if not isinstance(strategy, dict):
+        return None
+    kind = strategy.get("type_") or strategy.get("type")
+    if kind == "concurrent" and strategy.get("streams") is not None:
+        return f"concurrent@{strategy['streams']}"
+    return kind
+
+
+def label_concurrency(label: str) -> int | None:
+    """The concurrency a strategy's label names: ``synchronous`` 1, ``concurrent@8`` 8."""
+    if label == "synchronous":
+        return 1
+    found = re.fullmatch(r"concurrent@(\d+)", label or "")
+    return int(found.group(1)) if found else None
 
 
 def strategy_concurrency(bench: dict) -> int | None:
@@ -91,6 +120,7 @@ class GuideLLMReport(FileFormat):
         records: list[tuple[int, str, dict]] = []  # (benchmark, status, record)
         totals: dict[int, dict] = {}
         levels: dict[int, int | None] = {}  # benchmark → the concurrency its strategy ran
+        created: dict[int, int | None] = {}  # benchmark → requests its scheduler created
         if not text.lstrip().startswith("{"):
             doc, readable_to = self._yaml(source, result)
             if doc is None:
@@ -128,6 +158,8 @@ class GuideLLMReport(FileFormat):
                     records.extend((b, status, r) for r in requests.get(status) or [])
                 totals[b] = self._totals(bench or {})
                 levels[b] = strategy_concurrency(bench or {})
+                created[b] = self._created(bench or {})
+                result.tester_summaries.append(self._summary(b, bench or {}, levels[b]))
             version = (doc.get("metadata") or {}).get("guidellm_version")
             if version:
                 result.notes.append(f"GuideLLM {version}")
@@ -141,6 +173,16 @@ class GuideLLMReport(FileFormat):
                     b, total, records, source.display, n_bench, result.notes, levels.get(b)
                 )
             )
+            frames.extend(
+                self._unlisted(
+                    b, total, created.get(b), source.display, n_bench, levels.get(b), result.notes
+                )
+            )
+        if warmup_folder(source.path):
+            frames = [f.with_columns(pl.lit(True).alias("warmup")) for f in frames if f.width]
+            result.notes.append(
+                "a warm-up run (its folder is named so): its requests are warm-up, not measured"
+            )
         frame = place_on_clock(
             concat_frames(frames),
             ctx,
@@ -152,21 +194,86 @@ class GuideLLMReport(FileFormat):
 
     @staticmethod
     def _yaml(source: SourceFile, result: ParseResult):
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, where built
         try:
-            import yaml  # noqa: PLC0415  (optional: not a dependency)
-        except ImportError:
-            result.notes.append(
-                "GuideLLM YAML report not read: PyYAML is not installed (it is not a "
-                "dependency); install it, or give the JSON report (--output-path benchmarks.json)"
-            )
-            account_document(result, source, 0)
-            return None, 0
-        try:
-            return yaml.safe_load(source.text), len(source.text)
+            return yaml.load(source.text, Loader=loader), len(source.text)
         except yaml.YAMLError as exc:
             result.notes.append(f"YAML not readable ({exc}); nothing read")
             account_document(result, source, 0)
             return None, 0
+
+    @staticmethod
+    def _created(bench: dict) -> int | None:
+        """How many requests the scheduler created (0.8: `scheduler_state.scheduler_constraints
+        .max_requests.metadata.created_requests`)."""
+        constraints = (bench.get("scheduler_state") or {}).get("scheduler_constraints") or {}
+        meta = (constraints.get("max_requests") or {}).get("metadata") or {}
+        value = meta.get("created_requests")
+        return int(value) if isinstance(value, int | float) else None
+
+    @staticmethod
+    def _unlisted(b, total, created, display, n_bench, level, notes) -> list[pl.DataFrame]:
+        """Requests the scheduler created that the report neither lists nor counts
+        (GuideLLM 0.8.1 closes a benchmark before its last request is recorded)."""
+        counted = sum(int((total or {}).get(s) or 0) for s in GUIDELLM_STATUSES)
+        if created is None or not total or created <= counted:
+            return []
+        missing = created - counted
+        notes.append(
+            f"benchmark {b + 1}: the scheduler created {created} requests but the report "
+            f"records {counted}; {missing} sent request(s) have no record: outcome unknown"
+        )
+        return [
+            placeholders(
+                missing,
+                None,
+                f"{display}:benchmark {b + 1} created, not recorded",
+                b + 1 if n_bench > 1 else None,
+                None,
+                level,
+            )
+        ]
+
+    @staticmethod
+    def _summary(b: int, bench: dict, level: int | None) -> dict:
+        """GuideLLM's own figures for one benchmark: counts, latency percentiles, rates."""
+        metrics = bench.get("metrics") or {}
+
+        def stat(name: str, key: str, status: str = "successful"):
+            value = ((metrics.get(name) or {}).get(status) or {}).get(key)
+            return value if isinstance(value, int | float) else None
+
+        def pct(name: str, key: str):
+            value = (
+                ((metrics.get(name) or {}).get("successful") or {}).get("percentiles") or {}
+            ).get(key)
+            return value if isinstance(value, int | float) else None
+
+        totals = GuideLLMReport._totals(bench) or {}
+        strategy = (
+            (bench.get("config") or {}).get("strategy")
+            or (bench.get("args") or {}).get("strategy")
+            or {}
+        )
+        return {
+            "tester": "GuideLLM",
+            "run": bench.get("run_id") or (bench.get("config") or {}).get("run_id"),
+            "step": b + 1,
+            "strategy": strategy_label(strategy),
+            "concurrency": level,
+            "sent": totals.get("total") or sum(int(totals.get(s) or 0) for s in GUIDELLM_STATUSES),
+            "ok": totals.get("successful"),
+            "failed": totals.get("errored"),
+            "incomplete": totals.get("incomplete"),
+            "latency_s": {
+                "mean": stat("request_latency", "mean"),
+                "p50": pct("request_latency", "p50"),
+                "p95": pct("request_latency", "p95"),
+                "p99": pct("request_latency", "p99"),
+            },
+            "requests_per_s": stat("requests_per_second", "mean"),
+            "output_tokens_per_s": stat("output_tokens_per_second", "mean"),
+        }
 
     @staticmethod
     def _totals(bench: dict) -> dict | None:
@@ -265,3 +372,176 @@ class GuideLLMReport(FileFormat):
                 "cannot be matched one by one)"
             )
         return out
+
+
+# ------------------------------------------------ GuideLLM's other files of one run
+
+SAME_RUN = "same run as GuideLLM's JSON/YAML report, not re-counted"
+
+
+@register_file_format
+class GuideLLMCsv(FileFormat):
+    """GuideLLM ``benchmarks.csv``: one row per benchmark under three header rows (group,
+    column, unit), as 0.8.1 wrote it (corpus guidellm-kv). The benchmark's own figures
+    (strategy, request counts, latency) become tester summaries; no requests."""
+
+    name = "guidellm_csv"
+    role = "client"
+    priority = 17
+    samples = (
+        Sample(
+            "corpus guidellm-kv benchmarks.csv (GuideLLM 0.8.1)", file="guidellm_benchmarks.csv"
+        ),
+    )
+
+    def sniff(self, head: list[str]) -> bool:
+        return (
+            head[0].startswith("Run Info,Run Info,")
+            and len(head) > 1
+            and "Run ID,Run Index" in head[1]
+        )
+
+    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
+        rows = list(csv.reader(io.StringIO(source.text)))
+        result = ParseResult(lines=source.lines.height, formats=[self.name])
+        if len(rows) < 3:
+            result.set_unparsed(source.lines)
+            return result
+        columns = [" / ".join(p for p in parts if p) for parts in zip(*rows[:3], strict=False)]
+        for i, row in enumerate(rows[3:]):
+            record = dict(zip(columns, row, strict=False))
+
+            def number(key: str, record=record) -> float | None:
+                try:
+                    return float(record.get(key) or "")
+                except ValueError:
+                    return None
+
+            strategy = record.get("Benchmark / Strategy") or ""  # "concurrent@2"
+            counts = {
+                k: int(v) if (v := number(f"Request Counts / {k}")) is not None else None
+                for k in ("Successful", "Errored", "Incomplete", "Total")
+            }
+            result.tester_summaries.append(
+                {
+                    "tester": "GuideLLM",
+                    "run": record.get("Run Info / Run ID"),
+                    "step": i + 1,
+                    "strategy": strategy,
+                    "concurrency": label_concurrency(strategy),
+                    "sent": counts["Total"],
+                    "ok": counts["Successful"],
+                    "failed": counts["Errored"],
+                    "incomplete": counts["Incomplete"],
+                    "latency_s": {
+                        "mean": number("Request Latency / Successful Sec / Mean"),
+                        "p50": number("Request Latency / Successful Sec / Median"),
+                    },
+                }
+            )
+        result.parsed = len(rows) - 3
+        result.noise = result.lines - result.parsed
+        result.notes.append(f"GuideLLM's per-benchmark summary table: {SAME_RUN}")
+        return result
+
+
+@register_file_format
+class GuideLLMHtml(FileFormat):
+    """GuideLLM ``benchmarks.html``: a self-contained page of the same report (0.8.1,
+    corpus guidellm-kv); understood, not re-counted."""
+
+    name = "guidellm_html"
+    role = "client"
+    priority = 18
+    samples = (
+        Sample(
+            "corpus guidellm-kv benchmarks.html (GuideLLM 0.8.1), head",
+            file="guidellm_report_head.html",
+        ),
+    )
+
+    def sniff(self, head: list[str]) -> bool:
+        text = "\n".join(head[:12])
+        return "<html" in text.lower() and "<title>GuideLLM" in text
+
+    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
+        lines, _ = source.stream_facts()
+        result = ParseResult(lines=lines, noise=lines, formats=[self.name])
+        result.notes.append(f"GuideLLM's HTML report: {SAME_RUN}")
+        return result
+
+
+# GuideLLM's console as printed with --disable-console-interactive (0.8.1, corpus
+# guidellm-kv): loguru lines "YY-MM-DD HH:MM:SS|LEVEL |module:func:line - text", rich
+# tables, "✔/ℹ/⚠/…" status lines with indented dict dumps, and a wrapper's stamped lines.
+CONSOLE_LINES = {
+    "loguru": r"^\d{2}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\|[A-Z]+ *\|guidellm\.",
+    "table": r"^\|[-=| ]*\||^\|.*\|\s*$",
+    "status": r"^[✔ℹ⚠…✘×]\s",
+    "continuation": r"^ {2}\S|^ {4,}\S|^\s*\[✔",
+    "wrapper": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z? guidellm ",
+    "footnote": r"^\* confidence interval|^Warnings \(|^\s*This means that",
+    "python_warning": CHATTER["python_warning"],
+}
+PROGRESS_RE = (
+    r"Benchmark (?P<bench>\d+) \((?P<strategy>[^)]*)\): completed \| elapsed=(?P<elapsed>[\d.]+)s \| "
+    r"successful=(?P<ok>\d+) errored=(?P<err>\d+) incomplete=(?P<inc>\d+) \| "
+    r"requests/s=(?P<rps>[\d.]+) output_tokens/s=(?P<tps>[\d.]+)"
+)
+
+
+@register_file_format
+class GuideLLMConsole(FileFormat):
+    """GuideLLM's console output: understood (noise), its ``completed`` progress lines give
+    each benchmark's own counts as tester summaries."""
+
+    name = "guidellm_console"
+    role = "client"
+    priority = 19
+    samples = (
+        Sample(
+            "corpus guidellm-kv client-stdout.log (GuideLLM 0.8.1 console), excerpt",
+            file="guidellm_console.log",
+        ),
+    )
+
+    def sniff(self, head: list[str]) -> bool:
+        text = "\n".join(head)
+        return bool(
+            re.search(r"\|guidellm\.|✔ \w+HTTPBackend backend validated|^\S+ guidellm ", text, re.M)
+        )
+
+    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
+        lines = source.lines
+        text = pl.col("text")
+        known = pl.any_horizontal(text.str.contains(rx) for rx in CONSOLE_LINES.values())
+        frame = lines.with_columns(
+            (known | (text.str.strip_chars() == "")).alias("known"),
+            text.str.extract_groups(PROGRESS_RE).alias("_p"),
+        ).unnest("_p")
+        result = ParseResult(lines=lines.height, formats=[self.name])
+        done = frame.filter(pl.col("bench").is_not_null())
+        for row in done.iter_rows(named=True):
+            strategy = row["strategy"]
+            result.tester_summaries.append(
+                {
+                    "tester": "GuideLLM (console)",
+                    "step": int(row["bench"]),
+                    "strategy": strategy,
+                    "concurrency": label_concurrency(strategy),
+                    "sent": int(row["ok"]) + int(row["err"]) + int(row["inc"]),
+                    "ok": int(row["ok"]),
+                    "failed": int(row["err"]),
+                    "incomplete": int(row["inc"]),
+                    "requests_per_s": float(row["rps"]),
+                    "output_tokens_per_s": float(row["tps"]),
+                    "line": row["line_no"],
+                }
+            )
+        result.parsed = done.height
+        result.noise = frame.filter(pl.col("known")).height - done.height
+        result.set_unparsed(frame.filter(~pl.col("known")))
+        result.notes.append(
+            f"GuideLLM's console: its own figures per benchmark are kept; {SAME_RUN}"
+        )
+        return result

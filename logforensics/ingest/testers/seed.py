@@ -21,7 +21,19 @@ from logforensics.ingest.toolkit import (
 )
 
 TUPLE_RE = r"""\(\s*(\d+)\s*,\s*(-?[\d.]+)\s*,\s*(\d+)\s*,\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)")\s*\)"""
-STEP_HEADER_RE = r"(?i)^\s*#*\s*(?:N|concurrency|concurrent|workers|동시(?: 요청)?)\s*[=:]?\s*(\d+)"
+# a block's header, maybe stamped: "N=20", "# concurrency: 5", "동시 요청 20",
+# "2026-12-01T14:18:25.368+00:00 step concurrency=5" (the corpus's seed client)
+STEP_HEADER_RE = (
+    r"(?i)^\s*(?:\d{4}-\d{2}-\d{2}T[\d:.]+(?:Z|[+-]\d{2}:?\d{2})?\s+)?#*\s*(?:step\s+)?"
+    r"(?:N|concurrency|concurrent|workers|동시(?: 요청)?)\s*[=:]?\s*(\d+)\s*$"
+)
+# the script's per-step summary (the write-up's table): "concurrent=5 ok=5/5 mean=11.05s
+# throughput=89.5 tok/s wall=16.8s"
+STEP_SUMMARY_RE = (
+    r"^\s*(?:concurrent|concurrency|N)=(?P<level>\d+) ok=(?P<ok>\d+)/(?P<sent>\d+)"
+    r"(?: mean=(?P<mean>[\d.]+)s)?(?: throughput=(?P<tps>[\d.]+) tok/s)?(?: wall=(?P<wall>[\d.]+)s)?"
+)
+WARMUP_RE = r"(?i)^\s*warm[- ]?up\b"
 
 
 @register_file_format
@@ -48,7 +60,8 @@ class SeedRows(FileFormat):
             pl.col("text").str.extract_all(TUPLE_RE).alias("tuples"),
         )
         is_header = pl.col("declared").is_not_null() & (pl.col("tuples").list.len() == 0)
-        noise = pl.col("text").str.contains(r"(?i)^\s*$|^\s*(#|total|elapsed|took|warm)")
+        summary = pl.col("text").str.contains(STEP_SUMMARY_RE)
+        noise = pl.col("text").str.contains(r"(?i)^\s*$|^\s*(#|total|elapsed|took|warm)") | summary
         result = ParseResult(lines=lines.height, formats=[self.name])
         records = rows.filter(pl.col("tuples").list.len() > 0)
         result.parsed = records.height
@@ -58,23 +71,35 @@ class SeedRows(FileFormat):
         flat = (
             rows.with_columns(is_header.alias("is_header"))
             .filter(pl.col("is_header") | (pl.col("tuples").list.len() > 0))
-            .explode("tuples")
+            .explode("tuples", empty_as_null=True)  # a header keeps its row
             .with_columns(pl.col("tuples").str.extract_groups(TUPLE_RE).alias("_t"))
             .unnest("_t")
             .with_columns(pl.col("1").cast(pl.Int64, strict=False).alias("index"))
         )
         # A new step starts at a header line, or where the request number stops rising.
-        restart = pl.col("is_header") | (
-            pl.col("index") <= pl.col("index").forward_fill().shift(1)
-        ).fill_null(False)
+        warmup = pl.col("text").str.contains(WARMUP_RE)
+        restart = (
+            pl.col("is_header")
+            | warmup
+            | warmup.shift(1).fill_null(False)
+            | (pl.col("index") <= pl.col("index").forward_fill().shift(1)).fill_null(False)
+        )
+        flat = flat.with_columns(warmup.alias("warmup"))
         flat = flat.with_columns(restart.cum_sum().alias("block"))
         # The script fires a block's requests at once: a block's size is its concurrency,
         # unless a header line ("N=20", "동시 요청 20") declares it.
         declared = pl.col("declared").filter(pl.col("is_header")).first().over("block")
         flat = flat.with_columns(declared.alias("declared")).filter(~pl.col("is_header"))
+        measured = flat.filter(~pl.col("warmup"))
+        steps = measured.select(pl.col("block").unique().sort())["block"].to_list()
         flat = flat.with_columns(
-            (pl.col("block").rank("dense")).cast(pl.Int64).alias("step"),
-            pl.coalesce("declared", pl.len().over("block").cast(pl.Int64)).alias("concurrency"),
+            pl.col("block")
+            .replace_strict(steps, list(range(1, len(steps) + 1)), default=None)
+            .cast(pl.Int64)
+            .alias("step"),
+            pl.when(~pl.col("warmup"))
+            .then(pl.coalesce("declared", pl.len().over("block").cast(pl.Int64)))
+            .alias("concurrency"),
         )
         text = pl.coalesce(pl.col("4"), pl.col("5"))
         result_of = outcome.classify(error=text)
@@ -91,10 +116,25 @@ class SeedRows(FileFormat):
             .alias("http_status"),
             pl.when(text != "OK").then(text).alias("error"),
             pl.col("3").cast(pl.Int64).alias("output_tokens"),
-            pl.lit(False).alias("warmup"),
+            "warmup",
             source_expr(source.display).alias("source"),
         )
         result.add("client_requests", frame)
+        for row in rows.filter(summary).iter_rows(named=True):
+            found = re.search(STEP_SUMMARY_RE, row["text"])
+            result.tester_summaries.append(
+                {
+                    "tester": "the seed script",
+                    "concurrency": int(found["level"]),
+                    "sent": int(found["sent"]),
+                    "ok": int(found["ok"]),
+                    "failed": int(found["sent"]) - int(found["ok"]),
+                    "latency_s": {"mean": float(found["mean"]) if found["mean"] else None},
+                    "output_tokens_per_s": float(found["tps"]) if found["tps"] else None,
+                    "duration_s": float(found["wall"]) if found["wall"] else None,
+                    "line": row["line_no"],
+                }
+            )
         result.notes.append(
             "no absolute per-request times in this format: requests are placed on the "
             "servers' clock only through another client file of the same run"
