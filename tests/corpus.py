@@ -50,6 +50,8 @@ def variant(
         target = into / item.name
         if rewrite and item.name in rewrite:
             target.write_text(rewrite[item.name](item.read_text()))
+        elif item.is_dir():
+            shutil.copytree(item, target)
         else:
             shutil.copy(item, target)
     return into

@@ -40,10 +40,11 @@ def incidents(root: Path) -> list[Path]:
 def analyse(incident: Path, workdir: Path) -> tuple[dict | None, str]:
     """Run `logforensics analyze` on the incident's evidence; (report, stderr)."""
     evidence = workdir / incident.name
-    evidence.mkdir()
-    for item in incident.iterdir():
-        if item.name not in NOT_EVIDENCE:
-            (evidence / item.name).symlink_to(item.resolve())
+    for item in incident.rglob("*"):
+        if item.is_file() and item.name not in NOT_EVIDENCE:
+            link = evidence / item.relative_to(incident)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(item.resolve())
     out = workdir / f"{incident.name}.json"
     cli = Path(sys.executable).with_name("logforensics")
     run = subprocess.run(

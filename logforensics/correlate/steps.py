@@ -17,22 +17,35 @@ BURST_GAP_S = 2.0  # starts further apart than this begin a new step
 
 
 def assign_steps(client: pl.DataFrame) -> pl.DataFrame:
-    """Give every request a `step` (1-based; warm-ups keep their own flag)."""
+    """Give every request a `step` (warm-ups keep their own flag).
+
+    The tester's own word first: the step it recorded, else the concurrency
+    it ran (an AIPerf sweep writes one file per level, each record carrying
+    none). Only requests with neither are split into bursts by their start
+    times, per file, and a lone request before a file's first burst is its
+    warm-up.
+    """
     if client.is_empty():
         return client
+    if "concurrency" in client.columns:
+        client = client.with_columns(pl.coalesce("step", "concurrency").alias("step"))
     if client.filter(~pl.col("warmup"))["step"].is_not_null().all():
         return client
-    ordered = client.sort("started_at", nulls_last=True)
-    gap = (pl.col("started_at").diff().dt.total_microseconds() / 1e6) > BURST_GAP_S
-    ordered = ordered.with_columns((gap.fill_null(False).cum_sum() + 1).alias("_burst"))
-    sizes = ordered.group_by("_burst").len()
-    first = sizes.filter(pl.col("_burst") == 1)["len"].item()
-    lone_first = first == 1 and sizes.height > 1
+    ordered = client.sort("run", "started_at", nulls_last=True)
+    starts = pl.col("started_at")
+    gap = ((starts.diff().over("run").dt.total_microseconds() / 1e6) > BURST_GAP_S).fill_null(False)
+    ordered = ordered.with_columns((gap.cum_sum().over("run") + 1).alias("_burst"))
+    sizes = ordered.group_by("run", "_burst").len()
+    lone = sizes.filter((pl.col("_burst") == 1) & (pl.col("len") == 1)).join(
+        sizes.group_by("run").len("bursts").filter(pl.col("bursts") > 1), on="run"
+    )
+    lone_first = pl.col("run").is_in(lone["run"].implode())
+    first_burst = pl.col("_burst") == 1
     ordered = ordered.with_columns(
-        (pl.col("warmup") | ((pl.col("_burst") == 1) & pl.lit(lone_first))).alias("warmup"),
-        pl.coalesce(pl.col("step"), pl.col("_burst") - pl.lit(1 if lone_first else 0)).alias(
-            "step"
-        ),
+        (pl.col("warmup") | (first_burst & lone_first)).alias("warmup"),
+        pl.coalesce(
+            pl.col("step"), pl.col("_burst") - pl.when(lone_first).then(1).otherwise(0)
+        ).alias("step"),
     )
     return ordered.drop("_burst")
 
