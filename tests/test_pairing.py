@@ -99,7 +99,7 @@ def test_greedy_is_the_walk(raw_points, raw_windows, grid, base, spread, how):
     if how == "end":
         hi = lo
     elif how == "late":
-        hi = lo + attribute.LATE_LIMIT_S
+        hi = lo + attribute.LATE_ARRIVAL_S
     else:  # a streamed request's window: ends out of order, some even before the start
         hi = lo + np.array([d * grid for _, d in raw_windows], dtype=float)[order]
     want = reference_greedy(points.tolist(), tols.tolist(), lo.tolist(), hi.tolist())

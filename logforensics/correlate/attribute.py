@@ -25,10 +25,6 @@ from logforensics.correlate.records import (
     with_request_keys,
 )
 
-LATE_LIMIT_S = (
-    3600.0  # a server finishing later than this after the client gave up is not that request
-)
-
 
 def identity_matches(client: pl.DataFrame, server: pl.DataFrame, offset_s: float) -> pl.DataFrame:
     """Requests tied to server records by request id, else by prompt marker.
@@ -102,42 +98,50 @@ IDENTITY_MATCHES = {
 }
 
 
+# A proxy's queue may deliver a request this long after the client left, and a
+# server finish one this long after; later, it is another request.
+LATE_ARRIVAL_S = 300.0
+
+
 def match_lifecycle(
     engine: pl.DataFrame,
     server: pl.DataFrame,
     timed: pl.DataFrame,
     offset: float,
     claimed: pl.DataFrame,
-) -> pl.DataFrame:
-    """Failed requests the engines logged but that share no id with the client.
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Requests the engines logged that share no id with the client.
 
-    A request the client (or the proxy) abandoned leaves no access line, but
-    with request logging the engine wrote it down: ``Received`` when it
-    arrived, ``Aborted`` when the connection closed. Two order-preserving
+    With request logging the engine writes every request down: ``Received``
+    when it arrives, ``Aborted`` when the connection closed. Order-preserving
     passes over the engine requests no id claimed (`claimed`: `instance`,
-    `engine_key`):
+    `engine_key`), most specific first:
 
-    1. an abort at the failure's end (the client or proxy hung up, the engine
+    1. a failure: an abort at its end (the client or proxy hung up, the engine
        aborted at once), received no earlier than the request was sent;
-    2. a request the engine received during the failure's window and aborted
-       after its end — a streamed request is aborted only when the engine next
-       writes to it, which a preempted or waiting one may not do for a minute —
-       or never ended, after its instance's last answered access line: it was
-       running when the instance's log stopped (the process died mid-request).
+    2. a failure: received during its window and aborted after its end — a
+       streamed request is aborted only when the engine next writes to it,
+       which a preempted or waiting one may not do for a minute — or never
+       ended, after its instance's last answered access line: it was running
+       when the instance's log stopped (the process died mid-request);
+    3. a success: received during its window;
+    4. a failure: received during its window or after the client gave up, not
+       aborted, until its run's next step began (at most LATE_ARRIVAL_S): a
+       proxy that queued it delivered it after the client had left, and the
+       engine served it.
 
-    `timed`: `_row`, `ok`, `s`, `e` (client clock, epoch seconds) of the
-    requests still unattributed. Returns `_row`, `instance`, `engine_key`,
-    `ambiguous` (another instance's engine request fitted as well).
+    `timed`: `_row`, `ok`, `s`, `e`, `next_s` (client clock, epoch seconds;
+    `next_s` the start of the request's run's next step) of the requests not
+    tied by id. Returns (`_row`, `instance`, `engine_key`, `ambiguous`), and the
+    engine requests left unclaimed (`instance`, `received_at`).
     """
     free = engine.join(claimed, on=["instance", "engine_key"], how="anti")
-    failed = timed.filter(~pl.col("ok").fill_null(True) & pl.col("e").is_not_null()).with_columns(
-        pl.col("s") + offset, pl.col("e") + offset
+    requests = timed.filter(pl.col("e").is_not_null()).with_columns(
+        pl.col("s") + offset, pl.col("e") + offset, pl.col("next_s") + offset
     )
-    if free.is_empty() or failed.is_empty():
-        return pl.DataFrame(
-            schema={k: IDENTITY_MATCHES[k] for k in ("_row", "instance", "engine_key")}
-            | {"ambiguous": pl.Boolean}
-        )
+    empty = pl.DataFrame(schema=LIFECYCLE_MATCHES)
+    if free.is_empty() or requests.is_empty():
+        return empty, free.select("instance", "received_at")
     answered = (
         server.filter((pl.col("event") == "access") & pl.col("http_status").is_between(200, 299))
         .group_by("instance")
@@ -153,14 +157,20 @@ def match_lifecycle(
             & (pl.col("_last_answer").is_null() | (pl.col("received_at") > pl.col("_last_answer")))
         ).alias("_open"),
     )
+    failed = ~pl.col("ok").fill_null(True)
+    received = pl.col("_recv").is_not_null()
+    aborted = pl.col("_abort").is_not_null()
+    late_end = pl.min_horizontal(pl.col("e") + LATE_ARRIVAL_S, pl.col("next_s")).alias("_late")
+    requests = requests.with_columns(late_end)
+    passes = (  # (requests, candidates, point, window start, window end)
+        (failed, aborted, "_abort", "e", "e"),
+        (failed, received & (aborted | pl.col("_open")), "_recv", "s", "e"),
+        (pl.col("ok").fill_null(False), received & ~aborted, "_recv", "s", "e"),
+        (failed, received & ~aborted, "_recv", "s", "_late"),
+    )
     picked = []
-    taken_rows: set[int] = set()
-    aborted_or_open = pl.col("_abort").is_not_null() | pl.col("_open")
-    for point, lo, hi, fits in (
-        ("_abort", "e", "e", pl.col("_abort").is_not_null()),
-        ("_recv", "s", "e", aborted_or_open & pl.col("_recv").is_not_null()),
-    ):
-        windows = failed.filter(~pl.col("_row").is_in(list(taken_rows))).sort(lo)
+    for who, fits, point, lo, hi in passes:
+        windows = requests.filter(who).sort(lo)
         candidates = free.filter(fits).sort(point)
         if windows.is_empty() or candidates.is_empty():
             continue
@@ -171,10 +181,9 @@ def match_lifecycle(
             windows[hi].to_numpy(),
         )
         got = np.flatnonzero(picks >= 0)
-        rows = windows["_row"].gather(picks[got])
         pairs = (
             candidates[got]
-            .with_columns(rows.alias("_row"))
+            .with_columns(windows["_row"].gather(picks[got]).alias("_row"))
             .join(windows.select("_row", "s", pl.col("e").alias("_end")), on="_row")
         )
         # an engine request received before the client sent anything is another request's,
@@ -199,17 +208,42 @@ def match_lifecycle(
             .fill_null(False)
             .alias("ambiguous")
         )
-        taken_rows |= set(pairs["_row"].to_list())
+        requests = requests.join(pairs.select("_row"), on="_row", how="anti")
         free = free.join(
             pairs.select("instance", "engine_key"), on=["instance", "engine_key"], how="anti"
         )
-        picked.append(pairs.select("_row", "instance", "engine_key", "ambiguous"))
-    if not picked:
-        return pl.DataFrame(
-            schema={k: IDENTITY_MATCHES[k] for k in ("_row", "instance", "engine_key")}
-            | {"ambiguous": pl.Boolean}
-        )
-    return pl.concat(picked)
+        picked.append(pairs.select(*LIFECYCLE_MATCHES))
+    matched = pl.concat(picked) if picked else empty
+    return matched, free.select("instance", "received_at")
+
+
+LIFECYCLE_MATCHES = {
+    "_row": pl.UInt32,
+    "instance": pl.Utf8,
+    "engine_key": pl.Utf8,
+    "ambiguous": pl.Boolean,
+}
+
+
+def next_step_starts(client: pl.DataFrame) -> pl.Series:
+    """Per request (in `client`'s order), when its run's next step began (epoch s; +inf if none)."""
+    starts = (
+        client.filter(~pl.col("warmup") & pl.col("started_at").is_not_null())
+        .group_by("run", "step")
+        .agg(seconds("started_at").min().alias("_first"))
+        .sort("run", "_first")
+        .with_columns(pl.col("_first").shift(-1).over("run").alias("next_s"))
+    )
+    return (
+        client.select("run", "step")
+        .join(
+            starts.select("run", "step", "next_s"),
+            on=["run", "step"],
+            how="left",
+            maintain_order="left",
+        )["next_s"]
+        .fill_null(float("inf"))
+    )
 
 
 def attribute(
@@ -247,17 +281,22 @@ def attribute(
     )
     records = inference_records(server) if records is None else records
     engine = engine_requests(server)
-    timed = client.filter(pl.col("started_at").is_not_null()).select(
-        "_row", "ok", seconds("started_at").alias("s"), seconds("ended_at").alias("e")
+    timed = (
+        client.with_columns(next_step_starts(client).alias("next_s"))
+        .filter(pl.col("started_at").is_not_null())
+        .select(
+            "_row", "ok", seconds("started_at").alias("s"), seconds("ended_at").alias("e"), "next_s"
+        )
     )
     unpinned = timed.join(ids.select("_row"), on="_row", how="anti")
-    by_lifecycle = match_lifecycle(
+    by_lifecycle, unclaimed = match_lifecycle(
         engine,
         server,
         unpinned,
         shift_s,
         ids.select("instance", "engine_key").drop_nulls(),
-    ).select(
+    )
+    by_lifecycle = by_lifecycle.select(
         "_row",
         "instance",
         pl.lit("engine_lifecycle").alias("match_key"),
@@ -267,7 +306,13 @@ def attribute(
         pl.lit(False).alias("late"),
     )
     pinned = pl.concat([ids.select("_row", "instance"), by_lifecycle.select("_row", "instance")])
-    by_time = match_by_time(records, timed, shift_s, pinned)
+    by_time = match_by_time(
+        records,
+        timed.drop("next_s"),
+        shift_s,
+        pinned,
+        frozenset(engine.filter(pl.col("received_at").is_not_null())["instance"].unique()),
+    )
     # a request tied beforehand keeps its own instance's access line as its record
     access_of_pinned = by_time.filter("pinned").select(
         "_row", pl.col("server_source").alias("_access")
@@ -296,25 +341,70 @@ def attribute(
             maintain_order="left",
         )
         .join(
-            engine.select("instance", "engine_key", "engine_sources"),
+            engine.select(
+                "instance",
+                "engine_key",
+                "engine_sources",
+                pl.col("received_at").alias("arrived_at"),
+                pl.coalesce("aborted_at", "finished_at").alias("_engine_end"),
+            ),
             on=["instance", "engine_key"],
             how="left",
             maintain_order="left",
         )
+        .join(
+            records.select(pl.col("source").alias("server_source"), pl.col("at").alias("_answer")),
+            on="server_source",
+            how="left",
+            maintain_order="left",
+        )
     )
+    shift = pl.duration(microseconds=int(round(shift_s * 1e6)))
+    # the last moment the servers show the request still being served, on the client's clock
+    served_until = pl.max_horizontal("arrived_at", "_engine_end", "_answer") - shift
     out = client.with_columns(
         decided["instance"],
         decided["match_key"],
         decided["ambiguous"].fill_null(False),
         decided["server_source"],
         decided["engine_sources"],
+        decided["arrived_at"],
+        decided.select(served_until.alias("served_until"))["served_until"],
         decided["late"].fill_null(False),
+        unclaimed_arrival_near(client, unclaimed, shift_s).alias("unclaimed_arrival"),
     )
     return out.drop("_row")
 
 
+def unclaimed_arrival_near(
+    client: pl.DataFrame, unclaimed: pl.DataFrame, offset_s: float
+) -> pl.Series:
+    """Per request: did an engine log an arrival no request claimed, during its window or
+    while a proxy could still have delivered it? Then "never reached" is not proven."""
+    times = np.sort(
+        unclaimed.filter(pl.col("received_at").is_not_null())
+        .select(seconds("received_at"))
+        .to_series()
+        .to_numpy()
+    )
+    bounds = client.with_columns(next_step_starts(client).alias("_next")).select(
+        (seconds("started_at") + offset_s - 2 * MATCH_TOLERANCE_S).alias("lo"),
+        pl.min_horizontal(
+            seconds("ended_at") + offset_s + LATE_ARRIVAL_S, pl.col("_next") + offset_s
+        ).alias("hi"),
+    )
+    lo = bounds["lo"].fill_null(np.inf).to_numpy()
+    hi = bounds["hi"].fill_null(-np.inf).to_numpy()
+    inside = np.searchsorted(times, hi, side="right") - np.searchsorted(times, lo, side="left")
+    return pl.Series(inside > 0)
+
+
 def match_by_time(
-    records: pl.DataFrame, timed: pl.DataFrame, offset: float, pinned: pl.DataFrame
+    records: pl.DataFrame,
+    timed: pl.DataFrame,
+    offset: float,
+    pinned: pl.DataFrame,
+    arrivals_logged_by: frozenset[str] = frozenset(),
 ) -> pl.DataFrame:
     """Give access records to requests, in linear, order-preserving passes.
 
@@ -365,7 +455,7 @@ def match_by_time(
         req_frame = reqs.filter(pl.Series(req_mask)).sort(anchor)
         anchors = req_frame[anchor].to_numpy()
         if how == "late":  # the window opens at the client's end and stays open a while
-            lo, hi = req_frame["e"].to_numpy(), (req_frame["e"] + LATE_LIMIT_S).to_numpy()
+            lo, hi = req_frame["e"].to_numpy(), (req_frame["e"] + LATE_ARRIVAL_S).to_numpy()
         elif how == "window":
             lo, hi = req_frame["s"].to_numpy(), req_frame["e"].to_numpy()
         else:
@@ -405,8 +495,10 @@ def match_by_time(
     for how, anchor in (("end", "e"), ("window", "s")):
         for ok in (True, False):
             assign(free_records(ok), free_requests(ok), anchor, how)
-    # 3. successes logged after the client gave up
-    assign(free_records(True), free_requests(False), "e", "late")
+    # 3. successes logged after the client gave up — only on instances that log no
+    # arrivals: where they do, the engine's own lines placed such a request already
+    blind = (~recs["instance"].is_in(list(arrivals_logged_by))).to_numpy()
+    assign(free_records(True) & blind, free_requests(False), "e", "late")
 
     req_pos = np.concatenate([p[0] for p in picked] + [np.zeros(0, np.int64)])
     rec_pos = np.concatenate([p[1] for p in picked] + [np.zeros(0, np.int64)])

@@ -100,6 +100,12 @@ def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
             (pl.col("reach") == "unknown").sum().alias("unknown"),
             pl.col("started_at").min().alias("started_at"),
             pl.col("ended_at").max().alias("ended_at"),
+            # the servers may go on serving what the client gave up on (a proxy's queue)
+            (
+                pl.max_horizontal("ended_at", "served_until").max()
+                if "served_until" in client.columns
+                else pl.col("ended_at").max()
+            ).alias("busy_until"),
             pl.col("latency_s").filter(pl.col("ok")).mean().alias("latency_mean_s"),
             _percentile("latency_s", 0.5).alias("latency_p50_s"),
             _percentile("latency_s", 0.95).alias("latency_p95_s"),
@@ -123,7 +129,7 @@ def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
     for row in stats.iter_rows(named=True):
         per_instance = {name: row.pop(f"@{name}") for name in instances}
         per_upstream = {name: row.pop(f"^{name}") for name in upstreams}
-        started, ended = row["started_at"], row["ended_at"]
+        started, ended = row["started_at"], row.pop("busy_until")
         overlap = None
         pending = pending_until.get(row["run"])
         if pending is not None and started is not None and started < pending:
