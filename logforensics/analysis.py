@@ -289,7 +289,7 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     requests = reach.decide_reach(
         requests, coverage, offset.offset_s, tables["server_requests"], tables["engine_stats"]
     )
-    step_runs = steps.summarise(requests, instances)
+    step_runs = steps.summarise(requests, instances, tables["engine_stats"], offset.offset_s)
     unmatched = max(0, records.height - requests.filter(pl.col("match_key").is_not_null()).height)
     verdict = diagnose(
         requests,
@@ -358,10 +358,17 @@ def _findings(step_runs, instances, clock, inputs, requests, unmatched) -> list[
                 )
             )
         if run["contaminated"]:
+            busy = run["busy_at_start"]
+            why = (
+                f"{run['overlap_s']:.1f} s overlap"
+                if run["overlap_s"] is not None
+                else f"{busy['instance']} still had {busy['running']} running and "
+                f"{busy['waiting']} waiting before any of its requests arrived"
+            )
             out.append(
                 Finding(
                     "contaminated_step",
-                    f"step {run['index']} started while earlier requests were still pending ({run['overlap_s']:.1f} s overlap): its numbers mix two loads; rest longer than the client timeout between steps",
+                    f"step {run['index']} started while earlier requests were still pending ({why}): its numbers mix two loads; rest longer than the client timeout between steps",
                 )
             )
     if len(measured) >= CAPPED_MIN_STEPS and len(instances) >= 2:

@@ -140,8 +140,9 @@ def match_lifecycle(
         pl.col("s") + offset, pl.col("e") + offset, pl.col("next_s") + offset
     )
     empty = pl.DataFrame(schema=LIFECYCLE_MATCHES)
+    left_over = ["instance", "engine_key", "received_at", "aborted_at"]
     if free.is_empty() or requests.is_empty():
-        return empty, free.select("instance", "received_at")
+        return empty, free.select(left_over)
     answered = (
         server.filter((pl.col("event") == "access") & pl.col("http_status").is_between(200, 299))
         .group_by("instance")
@@ -214,7 +215,7 @@ def match_lifecycle(
         )
         picked.append(pairs.select(*LIFECYCLE_MATCHES))
     matched = pl.concat(picked) if picked else empty
-    return matched, free.select("instance", "received_at")
+    return matched, free.select(left_over)
 
 
 LIFECYCLE_MATCHES = {
@@ -326,8 +327,10 @@ def attribute(
         pl.lit(None, dtype=pl.Utf8).alias("engine_key"),
         "late",
     )
+    unrecorded = place_unrecorded(client, unclaimed, server, shift_s)
+    unclaimed = unclaimed.join(unrecorded, on=["instance", "engine_key"], how="anti")
     tied = (
-        pl.concat([by_identity, by_lifecycle])
+        pl.concat([by_identity, by_lifecycle, unrecorded.select(by_lifecycle.columns)])
         .join(access_of_pinned, on="_row", how="left")
         .with_columns(pl.coalesce("_access", "server_source").alias("server_source"))
         .drop("_access")
@@ -362,6 +365,18 @@ def attribute(
     shift = pl.duration(microseconds=int(round(shift_s * 1e6)))
     # the last moment the servers show the request still being served, on the client's clock
     served_until = pl.max_horizontal("arrived_at", "_engine_end", "_answer") - shift
+    # a request the tester sent but did not record, which its engine finished: a success
+    completed = (
+        client.select("_row")
+        .join(unrecorded.select("_row", "completed"), on="_row", how="left", maintain_order="left")[
+            "completed"
+        ]
+        .fill_null(False)
+    )
+    client = client.with_columns(
+        pl.when(pl.lit(completed)).then(pl.lit("ok")).otherwise("outcome").alias("outcome"),
+        pl.when(pl.lit(completed)).then(True).otherwise("ok").alias("ok"),
+    )
     out = client.with_columns(
         decided["instance"],
         decided["match_key"],
@@ -374,6 +389,69 @@ def attribute(
         unclaimed_arrival_near(client, unclaimed, shift_s).alias("unclaimed_arrival"),
     )
     return out.drop("_row")
+
+
+def place_unrecorded(
+    client: pl.DataFrame, unclaimed: pl.DataFrame, server: pl.DataFrame, offset_s: float
+) -> pl.DataFrame:
+    """Requests a tester counted but did not record (no times), tied to engine requests
+    no recorded request claimed, received while their step ran.
+
+    GuideLLM 0.8 closes a benchmark with one more request created than it lists;
+    the engine logged it. Per step, the unrecorded requests take the unclaimed
+    arrivals inside the step's span in order (ambiguous unless the numbers
+    agree). `completed`: the engine logged no abort for it and its log went on
+    past the step, so the request finished. Returns `_row`, `instance`,
+    `match_key`, `ambiguous`, `server_source`, `engine_key`, `late`, `completed`.
+    """
+    schema = {
+        "_row": pl.UInt32,
+        "instance": pl.Utf8,
+        "match_key": pl.Utf8,
+        "ambiguous": pl.Boolean,
+        "server_source": model.SOURCE,
+        "engine_key": pl.Utf8,
+        "late": pl.Boolean,
+        "completed": pl.Boolean,
+    }
+    untimed = client.filter(pl.col("started_at").is_null() & pl.col("step").is_not_null())
+    if untimed.is_empty() or unclaimed.is_empty():
+        return pl.DataFrame(schema=schema)
+    shift = pl.duration(microseconds=int(round(offset_s * 1e6)))
+    tol = pl.duration(microseconds=int(2 * MATCH_TOLERANCE_S * 1e6))
+    spans = (
+        client.filter(pl.col("started_at").is_not_null())
+        .group_by("run", "step")
+        .agg(
+            (pl.col("started_at").min() + shift - tol).alias("_lo"),
+            (pl.col("ended_at").max() + shift + tol).alias("_hi"),
+        )
+    )
+    log_ends = server.group_by("instance").agg(pl.col("at").max().alias("_log_end"))
+    arrivals = unclaimed.filter(pl.col("received_at").is_not_null()).sort("received_at")
+    placed = []
+    for (run, step), rows in untimed.partition_by("run", "step", as_dict=True).items():
+        span = spans.filter((pl.col("run") == run) & (pl.col("step") == step))
+        if span.is_empty():
+            continue
+        lo, hi = span["_lo"][0], span["_hi"][0]
+        inside = arrivals.filter(pl.col("received_at").is_between(lo, hi))
+        taken = inside.head(rows.height)
+        if taken.is_empty():
+            continue
+        placed.append(
+            taken.join(log_ends, on="instance", how="left").select(
+                rows["_row"].head(taken.height).alias("_row"),
+                "instance",
+                pl.lit("engine_lifecycle").alias("match_key"),
+                pl.lit(inside.height != rows.height).alias("ambiguous"),
+                pl.lit(None, dtype=model.SOURCE).alias("server_source"),
+                "engine_key",
+                pl.lit(False).alias("late"),
+                (pl.col("aborted_at").is_null() & (pl.col("_log_end") > hi)).alias("completed"),
+            )
+        )
+    return pl.concat(placed).cast(schema) if placed else pl.DataFrame(schema=schema)
 
 
 def unclaimed_arrival_near(

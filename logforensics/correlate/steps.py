@@ -9,9 +9,12 @@ measurement): its numbers mix two loads.
 
 from __future__ import annotations
 
+import datetime as dt
+
 import polars as pl
 
 from logforensics.correlate.balance import balance
+from logforensics.correlate.records import MATCH_TOLERANCE_S
 
 BURST_GAP_S = 2.0  # starts further apart than this begin a new step
 
@@ -59,7 +62,80 @@ def upstream_name() -> pl.Expr:
     return pl.coalesce(pl.col("proxy_instance"), pl.col("proxy_upstream"))
 
 
-def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
+SERVER_LAG = dt.timedelta(seconds=MATCH_TOLERANCE_S)
+BUSY_LOOKAHEAD_S = 12.0  # a stats line this soon after a step began shows what it began on
+
+
+def busy_at_start(
+    client: pl.DataFrame, stats: pl.DataFrame | None, offset_s: float
+) -> dict[tuple, dict]:
+    """Steps that began while an engine was still busy with earlier work.
+
+    The client may have given up on the previous step while a proxy's queue
+    still fed its requests to the engines (the seed's first, garbage
+    measurement). Where an instance logs each request's arrival, a stats line
+    soon after the step began, before any of the step's own requests arrived
+    there, that counts requests running or waiting shows it. Returns
+    (run, step) → the first such line: instance, at, running, waiting, source.
+    """
+    if stats is None or stats.is_empty() or "arrived_at" not in client.columns:
+        return {}
+    logging = client.filter(pl.col("arrived_at").is_not_null())["reached_instance"].unique()
+    if logging.is_empty():
+        return {}
+    shift = pl.duration(microseconds=int(round(offset_s * 1e6)))
+    measured = client.filter(~pl.col("warmup") & pl.col("started_at").is_not_null())
+    starts = measured.group_by("run", "step").agg((pl.col("started_at").min() + shift).alias("at"))
+    first_arrival = (
+        measured.filter(pl.col("arrived_at").is_not_null())
+        .group_by("run", "step", pl.col("reached_instance").alias("instance"))
+        .agg(pl.col("arrived_at").min().alias("_own"))
+    )
+    looked = (
+        starts.join(pl.DataFrame({"instance": logging.to_list()}), how="cross")
+        .sort("instance", "at")
+        .join_asof(
+            stats.select(
+                "instance",
+                pl.col("at").alias("_stats_at"),
+                "running",
+                "waiting",
+                "source",
+                pl.col("at"),
+            ).sort("instance", "at"),
+            on="at",
+            by="instance",
+            strategy="forward",
+            tolerance=dt.timedelta(seconds=BUSY_LOOKAHEAD_S),
+            check_sortedness=False,
+        )
+        .join(first_arrival, on=["run", "step", "instance"], how="left")
+        .filter(
+            (pl.col("running").fill_null(0) + pl.col("waiting").fill_null(0) > 0)
+            & (pl.col("_own").is_null() | (pl.col("_stats_at") < pl.col("_own")))
+        )
+        .sort("_stats_at")
+    )
+    return {
+        (row["run"], row["step"]): {
+            "instance": row["instance"],
+            "at": row["_stats_at"],
+            "running": row["running"],
+            "waiting": row["waiting"],
+            "source": row["source"],
+        }
+        for row in looked.unique(["run", "step"], keep="first", maintain_order=True).iter_rows(
+            named=True
+        )
+    }
+
+
+def summarise(
+    client: pl.DataFrame,
+    instances: list[str],
+    engine_stats: pl.DataFrame | None = None,
+    offset_s: float = 0.0,
+) -> list[dict]:
     """One dict per step (warm-up first, marked), in the JSON contract's shape.
 
     `per_instance` counts every request of the step that reached the instance,
@@ -101,8 +177,9 @@ def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
             pl.col("started_at").min().alias("started_at"),
             pl.col("ended_at").max().alias("ended_at"),
             # the servers may go on serving what the client gave up on (a proxy's queue)
+            # (beyond what a server stamp and a client stamp of one moment may differ by)
             (
-                pl.max_horizontal("ended_at", "served_until").max()
+                pl.max_horizontal("ended_at", pl.col("served_until") - SERVER_LAG).max()
                 if "served_until" in client.columns
                 else pl.col("ended_at").max()
             ).alias("busy_until"),
@@ -124,6 +201,7 @@ def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
         )
         .sort("started_at", "step", nulls_last=True)
     )
+    busy = busy_at_start(client, engine_stats, offset_s)
     runs = []
     pending_until: dict = {}  # per tester's run: when its last request so far ended
     for row in stats.iter_rows(named=True):
@@ -159,8 +237,10 @@ def summarise(client: pl.DataFrame, instances: list[str]) -> list[dict]:
             },
             "per_instance": per_instance,
             "per_upstream": per_upstream,
-            "contaminated": overlap is not None and not row["warmup"],
+            "contaminated": (overlap is not None or (row["run"], row["step"]) in busy)
+            and not row["warmup"],
             "overlap_s": overlap,
+            "busy_at_start": busy.get((row["run"], row["step"])),
             "timeout_s": row["timeout_s"],
             "rest_before_s": row["rest_before_s"],
             "latency_s": {
