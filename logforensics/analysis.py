@@ -75,6 +75,8 @@ class Analysis:
     proxy_clock: clock.ClockFit | None
     unmatched_server_records: int
     generated_at: dt.datetime
+    # under --redact, what the report applies to log text it reads later (cited lines)
+    redact_text: Callable[[str], str] | None = None
 
     @property
     def measured(self) -> pl.DataFrame:
