@@ -2,9 +2,9 @@
 
 Reports cite lines by source (``instance-1.log:60``); a reader of the ticket
 should see the line itself. `read_cited_lines` re-reads only the files that are
-cited, each once for all of its cited lines, through the ingest stage's own
-reader (`SourceFile`: gzip, CRLF and bytes that are not UTF-8 handled as when
-the file was parsed). Lines longer than `MAX_LINE_CHARS` are cut with a
+cited, each once for all of its cited lines and only up to the last of them,
+through the ingest stage's own reader (`SourceFile.pick_lines`: gzip, CRLF and
+bytes that are not UTF-8 handled as when the file was parsed). Lines longer than `MAX_LINE_CHARS` are cut with a
 marker; under ``--redact`` each text goes through the same redaction as the
 rest of the report (before it is cut, so that no cut splits what it hides).
 
@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-
-import polars as pl
 
 from logforensics.ingest import InputError, SourceFile
 
@@ -71,11 +69,10 @@ def read_cited_lines(
     out: dict[str, CitedLine] = {}
     for path, numbers in wanted.items():
         try:
-            lines = SourceFile(Path(path), path, "").lines
-        except (InputError, OSError):
+            found = SourceFile(Path(path), path, "").pick_lines(set(numbers))
+        except InputError:
             continue
-        found = lines.filter(pl.col("line_no").is_in(list(numbers)))
-        for number, text in found.iter_rows():
+        for number, text in found.items():
             # redacted whole, then cut: a cut could split an address or a prompt's quotes
             text = clip_line(redact(text) if redact else text)
             out[numbers[number]] = CitedLine(numbers[number], path, number, text)
