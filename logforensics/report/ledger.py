@@ -73,6 +73,13 @@ def _list_of_sources(frame: pl.DataFrame, column: str) -> pl.Expr:
     return pl.lit([], dtype=pl.List(model.SOURCE)).alias(column)
 
 
+def _lines_cited(table: pl.DataFrame, cited: pl.Series, *columns: pl.Expr) -> pl.DataFrame:
+    """`columns` (the source first) of the table's rows whose source is cited, one row a source."""
+    wanted = pl.DataFrame({"source": cited.drop_nulls().unique()}, schema={"source": model.SOURCE})
+    picked = table.join(wanted, on="source", how="semi").select(*columns)
+    return picked.unique(picked.columns[0], keep="first", maintain_order=True)
+
+
 def _kinds_of(
     rows: pl.DataFrame, column: str, lookup: pl.DataFrame, kind: str, alias: str
 ) -> pl.DataFrame:
@@ -81,7 +88,7 @@ def _kinds_of(
     if exploded.is_empty():
         return rows.select("_row").with_columns(pl.lit(None, dtype=pl.Utf8).alias(alias))
     named = exploded.join(
-        lookup.select(pl.col("source").alias(column), pl.col(kind)).unique(column),
+        _lines_cited(lookup, exploded[column], pl.col("source").alias(column), pl.col(kind)),
         on=column,
         how="left",
         maintain_order="left",
@@ -103,33 +110,30 @@ def build_ledger(analysis: Analysis, which: pl.Expr | None = None) -> pl.DataFra
         _list_of_sources(requests, "proxy_error_sources"),
     )
     tables = analysis.tables
-    proxy_lines = (
-        tables["proxy_requests"]
-        .select(
-            pl.col("source").alias("proxy_source"),
-            pl.col("at").alias("proxy_at"),
-            pl.col("upstream_status").alias("proxy_upstream_status"),
-            pl.col("request_time_s").alias("proxy_request_time_s"),
-            pl.col("upstream_time_s").alias("proxy_upstream_time_s"),
-        )
-        .unique("proxy_source")
-    )
-    proxy_verdicts = (
-        tables["proxy_events"]
-        .select(pl.col("source").alias("proxy_source"), pl.col("kind").alias("proxy_event"))
-        .unique("proxy_source")
-    )
-    instance_lines = (
-        tables["server_requests"]
-        .select(
-            pl.col("source").alias("server_source"),
-            pl.col("at").alias("instance_at"),
-            pl.col("event").alias("instance_event"),
-            pl.col("http_status").alias("instance_status"),
-        )
-        .unique("server_source")
-    )
     rows = requests.with_row_index("_row")
+    proxy_lines = _lines_cited(
+        tables["proxy_requests"],
+        rows["proxy_source"],
+        pl.col("source").alias("proxy_source"),
+        pl.col("at").alias("proxy_at"),
+        pl.col("upstream_status").alias("proxy_upstream_status"),
+        pl.col("request_time_s").alias("proxy_request_time_s"),
+        pl.col("upstream_time_s").alias("proxy_upstream_time_s"),
+    )
+    proxy_verdicts = _lines_cited(
+        tables["proxy_events"],
+        rows["proxy_source"],
+        pl.col("source").alias("proxy_source"),
+        pl.col("kind").alias("proxy_event"),
+    )
+    instance_lines = _lines_cited(
+        tables["server_requests"],
+        rows["server_source"],
+        pl.col("source").alias("server_source"),
+        pl.col("at").alias("instance_at"),
+        pl.col("event").alias("instance_event"),
+        pl.col("http_status").alias("instance_status"),
+    )
     engine_events = _kinds_of(
         rows, "engine_sources", tables["server_requests"], "event", "engine_events"
     )
