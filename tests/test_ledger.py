@@ -202,6 +202,32 @@ def test_evidence_quotes_the_lines_it_cites(timeouts):
     assert all("lines" in e and "more_lines" in e for e in json_items)
 
 
+def test_a_finding_that_cites_lines_quotes_them(timeouts):
+    import dataclasses
+
+    from logforensics.analysis import Finding
+
+    client = next(p for p in timeout_inputs() if p.name == "client.jsonl")
+
+    @dataclasses.dataclass
+    class Cited(Finding):
+        sources: list = dataclasses.field(default_factory=list)
+
+        def to_dict(self) -> dict:
+            return {**super().to_dict(), "sources": self.sources}
+
+    finding = Cited(
+        "health_check_gap", "kept sending", sources=[f"{client}:{n}" for n in (2, 3, 4, 5)]
+    )
+    report = build_report(dataclasses.replace(timeouts, findings=[finding]))
+    (item,) = report.findings
+    assert [q.source for q in item.lines] == ["client.jsonl:2", "client.jsonl:3", "client.jsonl:4"]
+    assert item.more_lines == 1 and report.contract["findings"][0]["lines"][0]["text"].startswith(
+        "{"
+    )
+    assert "client.jsonl:2</span>" in render_html(report)
+
+
 def test_the_json_ledger_is_capped_with_its_total(tmp_path):
     from tests.test_report import big_bundle
 

@@ -182,6 +182,8 @@ class FindingItem:
     severity: str
     advice: str | None
     show_advice: bool  # each kind's advice once, after its first finding
+    lines: list[Quoted] = field(default_factory=list)  # the first lines it cites, if it cites any
+    more_lines: int = 0
 
 
 @dataclass
@@ -296,7 +298,7 @@ def _evidence(
     items = []
     for e, d in zip(analysis.verdict.evidence, contract["verdict"]["evidence"], strict=True):
         quoted = [texts[s] for s in quote_candidates(e.sources) if s in texts][:EVIDENCE_LINES]
-        d["lines"] = [{"source": q.source, "text": q.text} for q in quoted]
+        d["lines"] = [q.to_dict() for q in quoted]
         d["more_lines"] = len(e.sources) - len(quoted)
         items.append(
             EvidenceItem(
@@ -313,10 +315,14 @@ def _evidence(
     return items
 
 
-def _findings(contract: dict, root: str) -> list[FindingItem]:
+def _findings(contract: dict, texts: dict[str, CitedLine], root: str) -> list[FindingItem]:
     advised: set[str] = set()
     out = []
     for f in contract["findings"]:
+        sources = f.get("sources") or []
+        quoted = [texts[s] for s in quote_candidates(sources) if s in texts][:EVIDENCE_LINES]
+        if sources:
+            f["lines"] = [q.to_dict() for q in quoted]
         out.append(
             FindingItem(
                 kind=f["kind"],
@@ -325,6 +331,8 @@ def _findings(contract: dict, root: str) -> list[FindingItem]:
                 severity=f["severity"],
                 advice=f.get("advice"),
                 show_advice=bool(f.get("advice")) and f["kind"] not in advised,
+                lines=[_quote(q, root) for q in quoted],
+                more_lines=len(sources) - len(quoted),
             )
         )
         advised.add(f["kind"])
@@ -369,7 +377,7 @@ def _facets(failed: pl.DataFrame) -> list[Facet]:
             elif column == "step":
                 text = "no step" if value == NONE else f"step {value}"
             else:
-                text = value
+                text = "no instance" if value == NONE else value
             values.append((value, text, n))
         out.append(Facet(column, label, values))
     return out
@@ -586,6 +594,7 @@ def build_report(
     texts = read_cited_lines(
         [
             *(s for e in analysis.verdict.evidence for s in quote_candidates(e.sources)),
+            *(s for f in contract["findings"] for s in quote_candidates(f.get("sources") or [])),
             *_cited(shown_rows),
         ],
         {f.path for f in analysis.inputs if f.format},
@@ -602,7 +611,7 @@ def build_report(
         redacted=any(f["kind"] == "redacted" for f in contract["findings"]),
         root=root,
         evidence=evidence,
-        findings=_findings(contract, root),
+        findings=_findings(contract, texts, root),
         steps=steps,
         step_dates=sorted({r["started_at"][:10] for r in steps if r["started_at"]}),
         instances=analysis.instances,
