@@ -26,7 +26,7 @@ import pytest
 
 from logforensics.analysis import analyze
 from logforensics.report import render_html
-from logforensics.report.ledger import FAILED, build_ledger
+from logforensics.report.ledger import NOT_OK, build_ledger
 from tests.conftest import DATA, FIXTURES, ROOT, corpus_incidents, incident_inputs
 
 CHROMIUM = os.environ.get("LOGFORENSICS_CHROMIUM") or shutil.which("chromium")
@@ -386,7 +386,7 @@ def _hop_chain_inputs() -> tuple[str, list[Path]]:
     """A corpus incident where a failed request has both a proxy line and an engine line,
     else the fixture excerpted from one (the corpus is absent on a user's clone)."""
     for folder in corpus_incidents():
-        rows = build_ledger(analyze(incident_inputs(folder)), FAILED)
+        rows = build_ledger(analyze(incident_inputs(folder)), NOT_OK)
         both = rows.filter(
             pl.col("proxy_source").is_not_null() & pl.col("instance_source").is_not_null()
         )

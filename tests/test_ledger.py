@@ -22,7 +22,7 @@ from logforensics.cli import cli
 from logforensics.report import build_report, render_html, render_markdown
 from logforensics.report import lines as cited
 from logforensics.report.data import LEDGER_ALL_ROWS, LEDGER_JSON_ROWS
-from logforensics.report.ledger import FAILED, build_ledger
+from logforensics.report.ledger import NOT_OK, build_ledger
 from tests.conftest import DATA, corpus_incidents, incident_inputs, write
 
 TIMEOUTS = DATA / "incidents" / "nginx-client-timeouts"
@@ -99,7 +99,7 @@ def test_cited_lines_only_from_inputs_and_redacted_before_the_cut(tmp_path):
 def test_each_failed_request_has_its_client_proxy_and_engine_hops(timeouts):
     ledger = build_ledger(timeouts)
     assert ledger.height == timeouts.requests.height  # one row per request, warm-up included
-    failed = build_ledger(timeouts, FAILED)
+    failed = build_ledger(timeouts, NOT_OK)
     assert failed.height == 13
     assert failed["client_source"].is_not_null().all()
     assert failed["proxy_source"].is_not_null().all() and (failed["proxy_status"] == 499).all()
@@ -152,6 +152,16 @@ def test_ledger_csv_is_flat_for_a_spreadsheet(tmp_path, timeouts):
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", failed[0]["client_sent_at"])
 
 
+def test_ledger_beside_the_reports_is_built_once_and_named_in_them(tmp_path):
+    ledger, js, html = tmp_path / "l.parquet", tmp_path / "r.json", tmp_path / "r.html"
+    result = run("analyze", *timeout_inputs(), "--ledger", ledger, "--json", js, "-o", html)
+    assert result.exit_code == 0, result.output
+    contract = json.loads(js.read_text())
+    assert contract["ledger"]["file"] == str(ledger) and contract["ledger"]["total"] == 13
+    assert f"Every request's ledger: <code>{ledger}</code>" in html.read_text()
+    assert pl.read_parquet(ledger).height == 28
+
+
 def test_ledger_jsonl_and_a_bad_extension(tmp_path, timeouts):
     out = tmp_path / "out.jsonl"
     assert run("analyze", *timeout_inputs(), "--ledger", out).exit_code == 0
@@ -171,7 +181,8 @@ def test_the_report_data_is_built_once_for_all_three(timeouts):
     report = build_report(timeouts, ledger_path="out.parquet")
     contract = report.contract
     assert contract["format_version"] >= 4
-    assert contract["ledger"]["failed"] == 13 and len(contract["ledger"]["rows"]) == 13
+    assert contract["ledger"]["total"] == 13 and len(contract["ledger"]["rows"]) == 13
+    assert contract["ledger"]["outcome_unknown"] == 0
     assert contract["ledger"]["file"] == "out.parquet"
     row = contract["ledger"]["rows"][0]
     assert row["proxy_source"].endswith(tuple(f"nginx-access.log:{n}" for n in range(1, 40)))
@@ -228,6 +239,24 @@ def test_a_finding_that_cites_lines_quotes_them(timeouts):
     assert "client.jsonl:2</span>" in render_html(report)
 
 
+def test_secondary_causes_are_named_beside_the_verdict(timeouts):
+    import dataclasses
+
+    from logforensics.diagnose import Verdict
+
+    @dataclasses.dataclass
+    class WithSecondary(Verdict):
+        def to_dict(self) -> dict:
+            return {**super().to_dict(), "secondary": [{"bottleneck": "kv_cache", "share": 0.25}]}
+
+    verdict = WithSecondary(
+        **{f.name: getattr(timeouts.verdict, f.name) for f in dataclasses.fields(Verdict)}
+    )
+    report = build_report(dataclasses.replace(timeouts, verdict=verdict))
+    assert report.secondary == [("the KV cache", 0.25)]
+    assert "Also: the KV cache (25% of the failures)." in render_html(report)
+
+
 def test_the_json_ledger_is_capped_with_its_total(tmp_path):
     from tests.test_report import big_bundle
 
@@ -235,7 +264,7 @@ def test_the_json_ledger_is_capped_with_its_total(tmp_path):
     report = build_report(analysis)
     failed = analysis.totals()["failed"]
     assert failed > LEDGER_ALL_ROWS
-    assert report.contract["ledger"]["failed"] == failed
+    assert report.contract["ledger"]["total"] == failed
     assert len(report.contract["ledger"]["rows"]) == LEDGER_JSON_ROWS
     assert report.failed.groups and not report.failed.rows
 
@@ -259,12 +288,17 @@ CORPUS = corpus_incidents()
 )
 def test_every_failed_request_of_a_real_incident_shows_its_hops(folder):
     analysis = analyze(incident_inputs(folder))
-    failed = analysis.totals()["failed"]
-    html = render_html(analysis)
+    totals = analysis.totals()
+    failed = totals["failed"] + totals["outcome_unknown"]
+    report = build_report(analysis)
+    html = render_html(report)
     section = html[html.index('id="failed"') : html.index('id="instances"')]
     rows = re.findall(r'<details class="req".*?</details>', section, re.S)
     assert len(rows) == failed if failed <= LEDGER_ALL_ROWS else len(rows) < failed
+    witnesses = ["client", "conclusion"]
+    witnesses += ["proxy"] if report.failed.has_proxy else []
+    witnesses += ["instance"] if report.failed.has_instances else []
     for row in rows:
-        for hop in ("client", "proxy", "instance", "conclusion"):
+        for hop in witnesses:
             assert f'<li class="hop {hop}">' in row, (folder.name, hop)
-        assert 'class="at">' in row  # at least one quoted line
+        assert 'class="at">' in row or 'class="src">' in row  # a quoted line, or its source

@@ -42,6 +42,13 @@ HEADLINES = {
     "inconclusive": "Inconclusive",
 }
 
+CAUSES = {
+    "front_proxy": "the front proxy",
+    "kv_cache": "the KV cache",
+    "gpu": "GPU compute",
+    "instance_failure": "an instance that failed",
+}
+
 # What each evidence signal means, in words a reader of the ticket follows.
 SIGNALS = {
     "failures_never_reached_an_instance": "Failures that never reached any instance",
@@ -95,7 +102,7 @@ def outcome_text(outcome: str | None) -> str:
 
 
 def witness_text(witness: str | None) -> str:
-    return WITNESSES.get(witness, witness or "nothing")
+    return WITNESSES.get(witness, witness or "no witness: no log shows it, none rules it out")
 
 
 def pretty_threshold(text) -> str:
@@ -232,9 +239,10 @@ class Facet:
 
 @dataclass
 class FailedRequests:
-    """The failed requests' ledger, as the report shows it."""
+    """The ledger of the requests that did not succeed, as the report shows it."""
 
-    total: int
+    total: int  # failed, and of unknown outcome
+    outcome_unknown: int
     rows: list[LedgerRow]  # every failed request, when there are few enough…
     groups: list[LedgerGroup]  # …else groups with their first rows
     groups_total: int
@@ -255,6 +263,7 @@ class ReportData:
     root: str
     evidence: list[EvidenceItem]
     findings: list[FindingItem]
+    secondary: list[tuple[str, float | None]]  # other causes beside the verdict, with their share
     steps: list[dict]  # measured steps as in the contract
     step_dates: list[str]
     instances: list[str]
@@ -286,6 +295,14 @@ def quote_candidates(sources: list[str]) -> list[str]:
         ):
             break
     return [s for turn in itertools.zip_longest(*per_file.values()) for s in turn if s]
+
+
+def _cause(item) -> tuple[str, float | None]:
+    """A secondary cause of the verdict (the diagnosis' `verdict.secondary`), named for a reader."""
+    if not isinstance(item, dict):
+        return CAUSES.get(str(item), str(item).replace("_", " ")), None
+    name = item.get("bottleneck") or item.get("cause") or ""
+    return CAUSES.get(name, name.replace("_", " ")), item.get("share")
 
 
 def _quote(line: CitedLine, root: str) -> Quoted:
@@ -551,6 +568,7 @@ def _failed_requests(
     dates = {r.sent_at.date().isoformat() for r in rows if r.sent_at}
     return FailedRequests(
         total=failed.height,
+        outcome_unknown=failed["client_ok"].null_count(),
         rows=[] if grouped else rows,
         groups=ledger_groups,
         groups_total=groups.height,
@@ -564,10 +582,11 @@ def _failed_requests(
 
 
 def _json_ledger(failed: pl.DataFrame, ledger_path: str | None) -> dict:
-    """The JSON report's `ledger`: the first failed requests' rows, with the total."""
+    """The JSON report's `ledger`: the first rows of the requests that did not succeed, the total."""
     rows = hop_ledger.with_source_labels(failed.head(LEDGER_JSON_ROWS).lazy()).collect()
     return {
-        "failed": failed.height,
+        "total": failed.height,
+        "outcome_unknown": failed["client_ok"].null_count(),
         "shown": rows.height,
         "rows": _iso_times(rows).to_dicts(),
         "file": ledger_path,
@@ -585,9 +604,9 @@ def build_report(
     contract = analysis.to_dict()
     root = common_root([f["path"] for f in contract["inputs"]])
     failed = (
-        ledger.filter(hop_ledger.FAILED_ROW)
+        ledger.filter(hop_ledger.NOT_OK_ROW)
         if ledger is not None
-        else hop_ledger.build_ledger(analysis, hop_ledger.FAILED)
+        else hop_ledger.build_ledger(analysis, hop_ledger.NOT_OK)
     )
     shown, groups = _shown_rows(failed)
     shown_rows = hop_ledger.with_source_labels(shown.lazy()).collect().to_dicts()
@@ -608,6 +627,7 @@ def build_report(
         contract=contract,
         headline=HEADLINES.get(verdict["bottleneck"], verdict["bottleneck"]),
         confidence_pct=int(round(verdict["confidence"] * 100)),
+        secondary=[_cause(c) for c in verdict.get("secondary") or []],
         redacted=any(f["kind"] == "redacted" for f in contract["findings"]),
         root=root,
         evidence=evidence,

@@ -42,9 +42,10 @@ FAILED_AT = {
     "unknown": "unknown",
 }
 
-FAILED = ~pl.col("warmup") & ~pl.col("ok").fill_null(
-    False
-)  # a measured request that did not succeed
+# a measured request that did not succeed — it failed, or its outcome is unknown (ok null) —
+# in the requests frame, and in the ledger
+NOT_OK = ~pl.col("warmup") & ~pl.col("ok").fill_null(False)
+NOT_OK_ROW = ~pl.col("warmup") & ~pl.col("client_ok").fill_null(False)
 
 
 def client_outcome(columns: list[str]) -> pl.Expr:
