@@ -12,8 +12,8 @@ still be traced by whoever holds the logs.
 Redaction is applied to the data, before rendering, so the HTML, JSON and
 Markdown reports and the ``--ledger`` file are redacted alike; the log lines
 a report quotes, read later, go through the same `Redactor.text`
-(`Analysis.redact_text`), so a value has one placeholder everywhere. The mapping (`Redactor.mapping`) is never
-written into a report.
+(`Analysis.redact_text`), so a value has one placeholder everywhere. The
+mapping (`Redactor.mapping`) is never written into a report.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ KEEP_COLUMNS = {
     "status_origin",
     "delivery",
     "proxy_delivery",
+    "proxy_instance",
+    "reached_instance",
     "reach_witness",
     "outcome",
 }

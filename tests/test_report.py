@@ -100,7 +100,7 @@ def test_html_reads_top_down(seed_html):
     positions = [seed_html.index(marker) for marker in order]
     assert positions == sorted(positions)
     evidence = seed_html[seed_html.index('id="evidence"') : seed_html.index('id="recommendations"')]
-    assert evidence.count("<li>") == 3
+    assert evidence.count('<li id="evidence-') == 3
     # sources grouped per file, relative to the bundle
     assert "client/results.jsonl</span> lines 2, 4, 11, 15, 17, 19, 20, 22 and 5 more" in evidence
 

@@ -175,7 +175,6 @@ class EvidenceItem:
     title: str
     value: object
     threshold: str
-    supports: str
     sources: list[SourceGroup]
     lines: list[Quoted]  # the first cited lines, with their text
     more_lines: int  # cited lines not quoted
@@ -323,7 +322,6 @@ def _evidence(
                 title=SIGNALS.get(e.signal, e.signal.replace("_", " ").capitalize()),
                 value=d["value"],
                 threshold=pretty_threshold(e.threshold),
-                supports=e.supports,
                 sources=group_sources(e.sources, root),
                 lines=[_quote(q, root) for q in quoted],
                 more_lines=len(e.sources) - len(quoted),
