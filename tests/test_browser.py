@@ -463,6 +463,7 @@ def test_failed_requests_filter_and_read_without_scripts(browser, hop_report):
       s.value = value; s.dispatchEvent(new Event('change', {bubbles: true}));
       const visible = [...document.querySelectorAll('#failed details.req')]
         .filter(d => d.checkVisibility());
+      visible.forEach(d => { d.open = true; });  // every hop chain open: still within the phone
       return {total, visible: visible.length, facet, value,
               match: visible.every(d => d.getAttribute('data-' + facet) === value),
               label: document.getElementById('ledger-count').textContent,
