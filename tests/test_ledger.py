@@ -216,7 +216,7 @@ def test_evidence_quotes_the_lines_it_cites(timeouts):
 def test_a_finding_that_cites_lines_quotes_them(timeouts):
     import dataclasses
 
-    from logforensics.analysis import Finding
+    from logforensics.diagnose import Finding
 
     client = next(p for p in timeout_inputs() if p.name == "client.jsonl")
 
@@ -237,24 +237,6 @@ def test_a_finding_that_cites_lines_quotes_them(timeouts):
         "{"
     )
     assert "client.jsonl:2</span>" in render_html(report)
-
-
-def test_secondary_causes_are_named_beside_the_verdict(timeouts):
-    import dataclasses
-
-    from logforensics.diagnose import Verdict
-
-    @dataclasses.dataclass
-    class WithSecondary(Verdict):
-        def to_dict(self) -> dict:
-            return {**super().to_dict(), "secondary": [{"bottleneck": "kv_cache", "share": 0.25}]}
-
-    verdict = WithSecondary(
-        **{f.name: getattr(timeouts.verdict, f.name) for f in dataclasses.fields(Verdict)}
-    )
-    report = build_report(dataclasses.replace(timeouts, verdict=verdict))
-    assert report.secondary == [("the KV cache", 0.25)]
-    assert "Also: the KV cache (25% of the failures)." in render_html(report)
 
 
 def test_the_json_ledger_is_capped_with_its_total(tmp_path):

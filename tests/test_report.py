@@ -85,7 +85,7 @@ def test_html_reads_top_down(seed_html):
         "<h1>Bottleneck: the front proxy</h1>",
         "Confidence 90%",
         'id="evidence"',
-        "Failures that never reached any instance",
+        "Failed requests that never reached any instance",
         'id="recommendations"',
         'id="steps"',
         'id="chart-timeline"',
@@ -224,7 +224,8 @@ def test_markdown_summary_reads_as_a_comment(tmp_path, seed_bundle):
     assert lines[0] == "### Bottleneck: the front proxy (confidence 90%)"
     assert "**43** sent · **30** ok · **13** failed · **13** never reached an instance" in md
     assert (
-        "1. Failures that never reached any instance: **13/13** (threshold > 0) — "
+        "1. Failed requests that never reached any instance (the proxy refused them, or no log "
+        "saw them inside every log's span): **13/13** (threshold > 0) — "
         "`client/results.jsonl` lines 2, 4, 11, 15, 17 (+8 more)"
     ) in lines
     assert "| 3 | 20 | 15 | 5 | 5 | 5 | 10 | 3.61 | 3.69 | 1,210 |" in lines

@@ -42,25 +42,6 @@ HEADLINES = {
     "inconclusive": "Inconclusive",
 }
 
-CAUSES = {
-    "front_proxy": "the front proxy",
-    "kv_cache": "the KV cache",
-    "gpu": "GPU compute",
-    "instance_failure": "an instance that failed",
-}
-
-# What each evidence signal means, in words a reader of the ticket follows.
-SIGNALS = {
-    "failures_never_reached_an_instance": "Failures that never reached any instance",
-    "instances_had_room_during_failures": "The instances had room while requests failed",
-    "proxy_errors_at_failure_times": "Proxy errors at the failure times",
-    "gpu_kv_cache_full_during_failures": "GPU KV cache full while requests failed",
-    "kv_pressure_events_at_failure_times": "KV-cache pressure (preemption, KV full, OOM) at the failure times",
-    "requests_queued_with_kv_room": "Requests queued while the KV cache had room",
-    "failures_reached_an_instance": "Failures that did reach an instance",
-    "failed_requests": "Failed requests",
-    "peak_gpu_kv_cache_pct": "Peak GPU KV cache usage",
-}
 
 # Which witness decided a request's reach, in words.
 WITNESSES = {
@@ -172,7 +153,8 @@ class Quoted:
 @dataclass
 class EvidenceItem:
     signal: str
-    title: str
+    title: str  # the diagnosis' words for the signal
+    role: str  # discriminating (tells causes apart) | shared (corroborates)
     value: object
     threshold: str
     sources: list[SourceGroup]
@@ -262,7 +244,6 @@ class ReportData:
     root: str
     evidence: list[EvidenceItem]
     findings: list[FindingItem]
-    secondary: list[tuple[str, float | None]]  # other causes beside the verdict, with their share
     steps: list[dict]  # measured steps as in the contract
     step_dates: list[str]
     instances: list[str]
@@ -296,14 +277,6 @@ def quote_candidates(sources: list[str]) -> list[str]:
     return [s for turn in itertools.zip_longest(*per_file.values()) for s in turn if s]
 
 
-def _cause(item) -> tuple[str, float | None]:
-    """A secondary cause of the verdict (the diagnosis' `verdict.secondary`), named for a reader."""
-    if not isinstance(item, dict):
-        return CAUSES.get(str(item), str(item).replace("_", " ")), None
-    name = item.get("bottleneck") or item.get("cause") or ""
-    return CAUSES.get(name, name.replace("_", " ")), item.get("share")
-
-
 def _quote(line: CitedLine, root: str) -> Quoted:
     return Quoted(f"{relative(line.path, root)}:{line.line}", line.text)
 
@@ -319,7 +292,8 @@ def _evidence(
         items.append(
             EvidenceItem(
                 signal=e.signal,
-                title=SIGNALS.get(e.signal, e.signal.replace("_", " ").capitalize()),
+                title=e.title,
+                role=e.role,
                 value=d["value"],
                 threshold=pretty_threshold(e.threshold),
                 sources=group_sources(e.sources, root),
@@ -625,7 +599,6 @@ def build_report(
         contract=contract,
         headline=HEADLINES.get(verdict["bottleneck"], verdict["bottleneck"]),
         confidence_pct=int(round(verdict["confidence"] * 100)),
-        secondary=[_cause(c) for c in verdict.get("secondary") or []],
         redacted=any(f["kind"] == "redacted" for f in contract["findings"]),
         root=root,
         evidence=evidence,
