@@ -56,6 +56,10 @@ SPECS = [
     "logforensics.correlate.steps:summarise",
     "logforensics.diagnose:diagnose",
     "logforensics.analysis:_findings",
+    "logforensics.report.data:build_report",
+    "logforensics.report.ledger:build_ledger",
+    "logforensics.report.lines:read_cited_lines",
+    "logforensics.report.series:chart_series",
     "logforensics.report.jsonout:render_json",
     "logforensics.report.html:render_html",
     "logforensics.report.charts:*",
@@ -169,16 +173,17 @@ def worker(args) -> int:
 
     missing = install(rec)
     from logforensics import analysis as analysis_mod
-    from logforensics.report import render_html, render_json
+    from logforensics.report import build_report, render_html, render_json
 
     bundle, truth, _ = generate.ensure(generate.parse_size(args.size), args.scratch, args.seed)
     out = bundle.parent / "stages"
     out.mkdir(exist_ok=True)
     t0 = time.perf_counter()
     a = analysis_mod.analyze([bundle], analysis_mod.Options())
-    (out / "analysis.json").write_text(render_json(a), encoding="utf-8")
+    report = build_report(a)
+    (out / "analysis.json").write_text(render_json(report), encoding="utf-8")
     if args.html:
-        (out / "report.html").write_text(render_html(a), encoding="utf-8")
+        (out / "report.html").write_text(render_html(report), encoding="utf-8")
     wall = time.perf_counter() - t0
     _, hwm = _status_kib()
     print(f"logforensics from {Path(logforensics.__file__).parent}")

@@ -21,7 +21,7 @@ from logforensics.diagnose import Finding, Thresholds, Verdict, diagnose
 from logforensics.ingest import InputError, ParseContext, SourceFile
 from logforensics.ingest.inputs import InputFile, Inputs, expand, load
 
-JSON_FORMAT_VERSION = 4
+JSON_FORMAT_VERSION = 5
 CAPPED_MIN_STEPS = 3  # an instance's count fixed across this many steps...
 CAPPED_MIN_COUNT = 3  # ...at this many requests or more is a cap, not chance
 
@@ -75,6 +75,8 @@ class Analysis:
     proxy_clock: clock.ClockFit | None
     unmatched_server_records: int
     generated_at: dt.datetime
+    # under --redact, what the report applies to log text it reads later (cited lines)
+    redact_text: Callable[[str], str] | None = None
 
     @property
     def measured(self) -> pl.DataFrame:

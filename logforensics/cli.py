@@ -80,6 +80,16 @@ def _split_pairs(values: tuple[str, ...], option: str, shape: str) -> list[tuple
     return out
 
 
+def _ledger_path(value: Path | None) -> Path | None:
+    from logforensics.report.ledger import LEDGER_FORMATS
+
+    if value is not None and value.suffix.lower() not in LEDGER_FORMATS:
+        raise click.BadParameter(
+            f"{value}: name a {', '.join(LEDGER_FORMATS)} file", param_hint="--ledger"
+        )
+    return value
+
+
 def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     return dict(_split_pairs(values, option, "ADDR=NAME"))
 
@@ -123,6 +133,13 @@ def cli() -> None:
 )
 @click.option(
     "--md", "md_out", type=click.Path(path_type=Path), help="Write the Markdown summary here."
+)
+@click.option(
+    "--ledger",
+    "ledger_out",
+    type=click.Path(path_type=Path),
+    callback=lambda ctx, param, value: _ledger_path(value),
+    help="Write every request's hop ledger here: .parquet, .csv or .jsonl.",
 )
 @click.option(
     "--instance",
@@ -190,6 +207,7 @@ def analyze_command(
     html_out,
     json_out,
     md_out,
+    ledger_out,
     instances,
     upstreams,
     year,
@@ -208,7 +226,8 @@ def analyze_command(
 
     Every file's format is sniffed; the verdict is printed in one line.
     """
-    from logforensics.report import render_html, render_json, render_markdown
+    from logforensics.report import build_report, render_html, render_json, render_markdown
+    from logforensics.report.ledger import build_ledger, write_ledger
 
     options = Options(
         year=year,
@@ -232,14 +251,24 @@ def analyze_command(
     if not usable:
         click.echo("logforensics: error: nothing recognisable in the inputs", err=True)
         sys.exit(EXIT_BAD_INPUT)
-    for out, render in (
-        (html_out, render_html),
-        (json_out, render_json),
-        (md_out, render_markdown),
-    ):
-        if out is None:
-            continue
-        text = render(analysis)
+    ledger = build_ledger(analysis) if ledger_out else None
+    if ledger_out:
+        write_ledger(ledger, ledger_out)
+        click.echo(f"wrote {ledger_out}", err=True)
+    outputs = [
+        (out, render)
+        for out, render in (
+            (html_out, render_html),
+            (json_out, render_json),
+            (md_out, render_markdown),
+        )
+        if out is not None
+    ]
+    report = (
+        build_report(analysis, ledger, str(ledger_out) if ledger_out else None) if outputs else None
+    )
+    for out, render in outputs:
+        text = render(report)
         if str(out) == "-":
             click.echo(text, nl=False)
             continue
@@ -255,7 +284,8 @@ def analyze_command(
     )
     if analysis.errors:  # unreliable inputs outrank a gate's result
         sys.exit(EXIT_BAD_INPUT)
-    held = evaluate(fail_on, analysis.to_dict()) if fail_on else []
+    contract = report.contract if report else analysis.to_dict()
+    held = evaluate(fail_on, contract) if fail_on else []
     for condition in held:
         click.echo(f"logforensics: fail-on: {condition}", err=True)
     sys.exit(EXIT_GATE if held else EXIT_OK)

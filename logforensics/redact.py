@@ -10,8 +10,10 @@ not machines. Sources (``file:line``) and input paths stay, so every number can
 still be traced by whoever holds the logs.
 
 Redaction is applied to the data, before rendering, so the HTML, JSON and
-Markdown reports are redacted alike. The mapping (`Redactor.mapping`) is never
-written into a report.
+Markdown reports and the ``--ledger`` file are redacted alike; the log lines
+a report quotes, read later, go through the same `Redactor.text`
+(`Analysis.redact_text`), so a value has one placeholder everywhere. The
+mapping (`Redactor.mapping`) is never written into a report.
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ KEEP_COLUMNS = {
     "reach",
     "status_origin",
     "delivery",
+    "proxy_delivery",
+    "proxy_instance",
+    "reached_instance",
+    "reach_witness",
+    "outcome",
 }
 MARKER_COLUMNS = {"marker", "prompt_marker"}
 REQUEST_ID_COLUMNS = {"request_id"}
@@ -54,7 +61,7 @@ IPV6 = (
 ADDRESS_RE = re.compile(rf"(?P<open>\[)?(?P<addr>{IPV4}|{IPV6})(?(open)\])(?P<port>:\d{{1,5}}\b)?")
 PROMPT_RE = re.compile(
     r"""(?P<prompt>\bprompt: (?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|['"].*$))"""
-    r"""|(?P<content>"content"\s*:\s*(?:"(?:[^"\\]|\\.)*"|".*$))"""
+    r"""|(?P<content>"(?P<key>content|prompt)"\s*:\s*(?:"(?:[^"\\]|\\.)*"|".*$))"""
     r"""|(?P<tokens>\bprompt_token_ids: \[[^\]]*(?:\]|$))"""
     r"""|(?P<marker>\[lf-[\w.-]+\])"""
     r"""|(?P<uuid>\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b)"""
@@ -146,8 +153,9 @@ class Redactor:
         if kind in ("prompt", "content"):
             marker = MARKER_IN_TEXT_RE.findall(text)
             placeholder = self.prompt(marker[-1] if marker else text)
-            head = "prompt: " if kind == "prompt" else '"content": '
-            return f"{head}'<{placeholder}>'" if kind == "prompt" else f'{head}"<{placeholder}>"'
+            if kind == "prompt":
+                return f"prompt: '<{placeholder}>'"
+            return f'"{m.group("key")}": "<{placeholder}>"'
         if kind == "tokens":
             return "prompt_token_ids: [redacted]"
         if kind == "marker":
@@ -279,4 +287,5 @@ def redact(analysis: Analysis, redactor: Redactor | None = None) -> Analysis:
                     dataclasses.replace(e, value=_strings(e.value, r.text)) for e in value.evidence
                 ],
             )
+    changes["redact_text"] = r.text  # for the log lines the report reads later
     return dataclasses.replace(analysis, **changes)

@@ -5,7 +5,7 @@ socket, standard library only) talks to Debian's `chromium`. `.ci/run` installs
 it when missing; where it cannot be installed the test skips, loudly.
 
 Screenshots land in reports/ (seed-two-instances-390.png, -1280.png and
--print.png) for a human to look at.
+-print.png, hop-chain-1280.png) for a human to look at.
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ import subprocess
 import time
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from logforensics.analysis import analyze
 from logforensics.report import render_html
-from tests.conftest import FIXTURES, ROOT
+from logforensics.report.ledger import NOT_OK, build_ledger
+from tests.conftest import DATA, FIXTURES, ROOT, corpus_incidents, incident_inputs
 
 CHROMIUM = os.environ.get("LOGFORENSICS_CHROMIUM") or shutil.which("chromium")
 REPORTS = ROOT / "reports"
@@ -361,3 +363,126 @@ def test_report_prints_within_the_page(browser, report_url):
     _screenshot(browser, "seed-two-instances-print.png", a4_css_px, False)
     pdf = browser.page("Page.printToPDF", printBackground=True, preferCSSPageSize=True)
     assert base64.b64decode(pdf["data"]).startswith(b"%PDF")
+
+
+# ------------------------------------------------------------------ the failed requests' hop chains
+
+HOP_ROWS = """(() => [...document.querySelectorAll('#failed details.req')].map((d, i) => ({
+  i,
+  proxy: [...d.querySelectorAll('li.hop.proxy .quote .ln')].map(l => l.textContent),
+  engine: [...d.querySelectorAll('li.hop.instance .quote .ln')].map(l => l.textContent),
+})))()"""
+
+OPENED = """(i => {
+  const d = document.querySelectorAll('#failed details.req')[i];
+  const shown = sel => [...d.querySelectorAll(sel)]
+    .filter(e => e.checkVisibility() && e.innerText.trim()).map(e => e.innerText);
+  return {open: d.open, proxy: shown('li.hop.proxy .quote .ln'),
+          engine: shown('li.hop.instance .quote .ln'), conclusion: shown('li.hop.conclusion')};
+})"""
+
+
+def _hop_chain_inputs() -> tuple[str, list[Path]]:
+    """A corpus incident where a failed request has both a proxy line and an engine line,
+    else the fixture excerpted from one (the corpus is absent on a user's clone)."""
+    for folder in corpus_incidents():
+        rows = build_ledger(analyze(incident_inputs(folder)), NOT_OK)
+        both = rows.filter(
+            pl.col("proxy_source").is_not_null() & pl.col("instance_source").is_not_null()
+        )
+        if both.height:
+            return folder.name, incident_inputs(folder)
+    folder = DATA / "incidents" / "nginx-client-timeouts"
+    return folder.name, [p for p in incident_inputs(folder) if p.suffix != ".md"]
+
+
+@pytest.fixture(scope="module")
+def hop_report(tmp_path_factory) -> tuple[str, list[Path]]:
+    name, inputs = _hop_chain_inputs()
+    html = render_html(analyze(inputs))
+    path = tmp_path_factory.mktemp("hops") / f"{name}.html"
+    path.write_text(html, encoding="utf-8")
+    return path.as_uri(), inputs
+
+
+def _line_of(inputs: list[Path], quoted: str) -> str:
+    """The file's own line for a quoted `file:line text` (the report shows paths relative)."""
+    source, _, _ = quoted.partition(" ")
+    file, _, number = source.rpartition(":")
+    (path,) = [p for p in inputs if str(p).endswith("/" + file)]
+    return path.read_text(encoding="utf-8").splitlines()[int(number) - 1]
+
+
+def _click(browser: Browser, selector_js: str) -> None:
+    """A real mouse click in the middle of an element."""
+    box = browser.evaluate(
+        f"(() => {{ const e = {selector_js}; e.scrollIntoView({{block: 'center'}});"
+        " const r = e.getBoundingClientRect(); return [r.x + 8, r.y + r.height / 2]; })()"
+    )
+    for kind in ("mousePressed", "mouseReleased"):
+        browser.page(
+            "Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1
+        )
+
+
+def test_a_failed_request_opens_to_its_proxy_and_engine_lines(browser, hop_report):
+    url, inputs = hop_report
+    _load(browser, url, 1280, 800, False)
+    rows = browser.evaluate(HOP_ROWS)
+    both = [r for r in rows if r["proxy"] and r["engine"]]
+    assert both, "no failed request shows both a proxy line and an engine line"
+    row = both[0]["i"]
+    closed = browser.evaluate(f"({OPENED})({row})")
+    assert not closed["open"] and closed["proxy"] == [] and closed["engine"] == []
+    _click(
+        browser, f"document.querySelectorAll('#failed details.req')[{row}].querySelector('summary')"
+    )
+    opened = browser.evaluate(f"({OPENED})({row})")
+    assert opened["open"]
+    assert opened["proxy"] and opened["engine"], opened
+    for quoted in (opened["proxy"][0], opened["engine"][0]):
+        source, _, text = quoted.partition(" ")
+        line = _line_of(inputs, quoted)
+        assert line.startswith(text.split(" … (+")[0]), (source, text, line)
+    assert any("Received request" in q or "aborted" in q.lower() for q in opened["engine"])
+    assert "reached" in opened["conclusion"][0]
+    errors, requests = _problems(browser)
+    assert errors == []
+    assert all(u == url or u.startswith("data:") for u in requests)
+    _screenshot(browser, "hop-chain-1280.png", 1280, False)
+
+
+def test_failed_requests_filter_and_read_without_scripts(browser, hop_report):
+    url, _ = hop_report
+    _load(browser, url, 390, 844, True)
+    counts = browser.evaluate(
+        """(() => {
+      const s = document.querySelector('#ledger-filters select');
+      const facet = s.getAttribute('data-facet'), value = s.options[1].value;
+      const total = document.querySelectorAll('#failed details.req').length;
+      s.value = value; s.dispatchEvent(new Event('change', {bubbles: true}));
+      const visible = [...document.querySelectorAll('#failed details.req')]
+        .filter(d => d.checkVisibility());
+      visible.forEach(d => { d.open = true; });  // every hop chain open: still within the phone
+      return {total, visible: visible.length, facet, value,
+              match: visible.every(d => d.getAttribute('data-' + facet) === value),
+              label: document.getElementById('ledger-count').textContent,
+              width: document.documentElement.scrollWidth};
+    })()"""
+    )
+    assert 0 < counts["visible"] < counts["total"] and counts["match"], counts
+    assert counts["label"] == f"{counts['visible']} of {counts['total']} shown"
+    assert counts["width"] <= 390
+    browser.page("Emulation.setScriptExecutionDisabled", value=True)
+    try:
+        _load(browser, url, 390, 844, True)
+        plain = browser.evaluate(
+            """(() => ({
+          rows: [...document.querySelectorAll('#failed details.req')]
+            .filter(d => d.checkVisibility()).length,
+          filters: document.getElementById('ledger-filters').checkVisibility(),
+        }))()"""
+        )
+    finally:
+        browser.page("Emulation.setScriptExecutionDisabled", value=False)
+    assert plain["rows"] == counts["total"] and not plain["filters"]

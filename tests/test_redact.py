@@ -10,6 +10,7 @@ import pytest
 from logforensics.analysis import analyze
 from logforensics.redact import Redactor, redact
 from logforensics.report import render_html, render_json, render_markdown
+from tests.conftest import outside_fences
 
 PEER = "10.1.2.3:5555"
 SECRETS = ["10.1.2.3", "10.0.0.2", "req-secret-", "lf-secret-", "my secret prompt", "tell me"]
@@ -88,14 +89,21 @@ def test_placeholders_replace_them(outputs):
 
 def test_redacted_html_is_still_escaped(outputs):
     html = outputs["redacted"]["html"]
-    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert html.count("<script") == 1  # the page's own filter script
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     md = outputs["redacted"]["md"]
-    assert "<script" not in md.replace("\\<script", "")
+    assert "<script" not in outside_fences(md).replace("\\<script", "")
 
 
 def test_sources_and_numbers_stay(outputs, hostile):
     plain, red = json.loads(outputs["plain"]["json"]), json.loads(outputs["redacted"]["json"])
-    assert red["verdict"]["evidence"] == plain["verdict"]["evidence"]
+
+    def without_text(evidence):
+        return [{k: v for k, v in e.items() if k != "lines"} for e in evidence]
+
+    assert without_text(red["verdict"]["evidence"]) == without_text(plain["verdict"]["evidence"])
+    for r, p in zip(red["verdict"]["evidence"], plain["verdict"]["evidence"], strict=True):
+        assert [q["source"] for q in r["lines"]] == [q["source"] for q in p["lines"]]
     assert red["totals"] == plain["totals"] and red["runs"] == plain["runs"]
     assert [i["path"] for i in red["inputs"]] == [i["path"] for i in plain["inputs"]]
     assert red["findings"][:-1] == plain["findings"]  # plus one note saying it was redacted
@@ -138,6 +146,7 @@ def test_the_original_analysis_is_untouched(hostile):
             "vLLM version 0.10.1.1 at 06:16:02, std::vector",
         ),
         ('{"content": "a secret <b>"}', '{"content": "<prompt-1>"}'),
+        ('{"prompt": "tell me", "ok": true}', '{"prompt": "<prompt-1>", "ok": true}'),
         ("prompt: 'unterminated secret", "prompt: '<prompt-1>'"),
         ("id 0f8fad5b-d9cb-469f-a165-70867728950e", "id request-1"),
         ("Aborted request cmpl-abc123-0.", "Aborted request cmpl-request-1."),
@@ -155,3 +164,21 @@ def test_peer_columns_name_clients_and_keep_ports():
     assert r.peer("gateway.internal:80") == "client-2:80"
     assert r.text("seen 10.0.0.2 again") == "seen client-1 again"
     assert r.mapping["addresses"] == {"10.0.0.2": "client-1", "gateway.internal": "client-2"}
+
+
+def test_quoted_lines_and_the_ledger_are_redacted(outputs, hostile, tmp_path):
+    from logforensics.report.ledger import build_ledger, write_ledger
+
+    plain = json.loads(outputs["plain"]["json"])
+    red = json.loads(outputs["redacted"]["json"])
+    quoted = [q["text"] for e in plain["verdict"]["evidence"] for q in e["lines"]]
+    assert any(s in text for text in quoted for s in SECRETS)  # the client's lines hold them
+    quoted = [q["text"] for e in red["verdict"]["evidence"] for q in e["lines"]]
+    assert quoted and not any(secret in text for text in quoted for secret in SECRETS)
+    assert red["ledger"]["rows"] and "request-" in json.dumps(red["ledger"])
+    for suffix in (".csv", ".jsonl"):
+        write_ledger(build_ledger(outputs["analysis"]), tmp_path / f"ledger{suffix}")
+        text = (tmp_path / f"ledger{suffix}").read_text()
+        assert "results.jsonl:" in text  # sources stay
+        for secret in SECRETS:
+            assert secret not in text, f"{secret!r} in the redacted ledger ({suffix})"

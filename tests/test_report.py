@@ -6,7 +6,7 @@ import pytest
 
 from logforensics.analysis import analyze
 from logforensics.report import render_html, render_markdown
-from tests.conftest import write
+from tests.conftest import outside_fences, write
 
 HOSTILE = '<script>alert("x")</script>'
 
@@ -35,7 +35,10 @@ def test_html_step_table_shows_the_counts(seed_html):
         ("2", "13", "8", "5", "5", "5", "3"),
         ("3", "20", "15", "5", "5", "5", "10"),
     ]
-    assert seed_html.count("HTTP Error 503: Service Unavailable") == 13
+    failed = seed_html[seed_html.index('id="failed"') : seed_html.index('id="instances"')]
+    rows = re.findall(r'<details class="req"[^>]*>\s*<summary>(.*?)</summary>', failed, re.S)
+    assert len(rows) == 13
+    assert all("HTTP Error 503: Service Unavailable" in row for row in rows)
 
 
 def test_hostile_log_text_is_escaped(tmp_path, seed_bundle):
@@ -51,6 +54,7 @@ def test_hostile_log_text_is_escaped(tmp_path, seed_bundle):
     html = render_html(analyze([folder]))
     assert HOSTILE not in html
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
+    assert html.count("<script") == 1  # the page's own filter script, nothing from a log
 
 
 def test_markdown_table_escapes_pipes(tmp_path, seed_bundle):
@@ -81,7 +85,7 @@ def test_html_reads_top_down(seed_html):
         "<h1>Bottleneck: the front proxy</h1>",
         "Confidence 90%",
         'id="evidence"',
-        "Failures that never reached any instance",
+        "Failed requests that never reached any instance",
         'id="recommendations"',
         'id="steps"',
         'id="chart-timeline"',
@@ -89,24 +93,26 @@ def test_html_reads_top_down(seed_html):
         'id="chart-capacity"',
         'id="chart-balance"',
         'id="findings"',
+        'id="failed"',
         'id="clock"',
-        'id="unreached"',
         'id="inputs"',
     ]
     positions = [seed_html.index(marker) for marker in order]
     assert positions == sorted(positions)
     evidence = seed_html[seed_html.index('id="evidence"') : seed_html.index('id="recommendations"')]
-    assert evidence.count("<li>") == 3
+    assert evidence.count('<li id="evidence-') == 3
     # sources grouped per file, relative to the bundle
     assert "client/results.jsonl</span> lines 2, 4, 11, 15, 17, 19, 20, 22 and 5 more" in evidence
 
 
 def test_html_sections_hold_the_details(seed_html):
-    assert "Requests that never reached an instance (13)" in seed_html
+    assert "Failed requests (13)" in seed_html
+    facets = seed_html[seed_html.index('<dl class="kv facets">') :]
+    assert "<dt>where it died</dt><dd>before any instance × 13</dd>" in facets
     assert "generation throughput" in seed_html  # the engine chart's caption names it
     for caption in ("Timeline of requests per instance.", "Capacity curve across steps."):
         assert f"<strong>{caption}</strong>" in seed_html
-    clock = seed_html[seed_html.index('id="clock"') : seed_html.index('id="unreached"')]
+    clock = seed_html[seed_html.index('id="clock"') : seed_html.index('id="inputs"')]
     assert "estimated" in clock and "server records fit a request at this offset" in clock
     inputs = seed_html[seed_html.index('id="inputs"') :]
     assert (
@@ -131,10 +137,10 @@ def test_hostile_marker_and_prompt_are_escaped(tmp_path, seed_bundle):
     client.write_text("".join(json.dumps(r) + "\n" for r in records))
     analysis = analyze([folder])
     html = render_html(analysis)
-    assert HOSTILE not in html and "<script" not in html
+    assert HOSTILE not in html and html.count("<script") == 1  # the page's own
     assert html.count("&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;") >= 13
     md = render_markdown(analysis)
-    assert "<script" not in md.replace("\\<script", "")
+    assert "<script" not in outside_fences(md).replace("\\<script", "")
 
 
 def big_bundle(folder, n: int, fail_share: float = 0.67, seed: int = 3):
@@ -199,9 +205,13 @@ def test_large_input_is_aggregated_and_truncated(tmp_path):
     html = render_html(analysis)
     assert len(html.encode()) < 5_000_000
     assert "20,000 requests: drawn as requests started per 5 s" in html
-    assert f"Showing the first 200 of {totals['unreached']:,} (earliest first)." in html
-    unreached = html[html.index('id="unreached"') : html.index('id="inputs"')]
-    assert unreached.count("<tr><td>") == 200
+    failed = html[html.index('id="failed"') : html.index('id="instances"')]
+    assert f"Failed requests ({totals['failed']:,})" in failed
+    # past LEDGER_ALL_ROWS the rows come in groups, the first of each shown, the rest counted
+    assert failed.count('<details class="req"') == 300
+    assert "Before any instance · HTTP 503: 13,337" in failed
+    assert "Showing the first 300 of 13,337." in failed
+    assert "write it with <code>--ledger FILE</code>" in failed
     # timeline, engine state, capacity; no balance chart for a single instance
     assert len(re.findall(r'<img src="data:image/png;base64,', html)) == 3
     md = render_markdown(analysis)
@@ -214,13 +224,24 @@ def test_markdown_summary_reads_as_a_comment(tmp_path, seed_bundle):
     assert lines[0] == "### Bottleneck: the front proxy (confidence 90%)"
     assert "**43** sent · **30** ok · **13** failed · **13** never reached an instance" in md
     assert (
-        "1. Failures that never reached any instance: **13/13** (threshold > 0) — "
+        "1. Failed requests that never reached any instance (the proxy refused them, or no log "
+        "saw them inside every log's span): **13/13** (threshold > 0) — "
         "`client/results.jsonl` lines 2, 4, 11, 15, 17 (+8 more)"
     ) in lines
     assert "| 3 | 20 | 15 | 5 | 5 | 5 | 10 | 3.61 | 3.69 | 1,210 |" in lines
     assert "**Findings**" in md and "- instance capped: instance-1 served exactly 5" in md
-    assert "warmup" not in md  # info-level notes stay in the HTML report
+    assert "warm-up request" not in md  # info-level notes stay in the HTML report
     assert "**Next steps**" in md
+
+
+def test_markdown_quotes_each_evidence_items_lines_in_a_fence(seed_bundle):
+    md = render_markdown(analyze([seed_bundle]))
+    lines = md.splitlines()
+    first = lines.index("   ```text")
+    assert lines[first + 1].startswith('   client/results.jsonl:2  {"step": 1,')
+    assert "HTTP Error 503: Service Unavailable" in lines[first + 1]
+    assert lines[first + 4] == "   ```" and lines[first + 5] == "   _… and 10 more cited line(s)._"
+    assert md.count("   ```text") == 3  # one block under each of the three items
 
 
 def test_autoescape_stays_on_and_nothing_is_marked_safe():
@@ -233,22 +254,17 @@ def test_autoescape_stays_on_and_nothing_is_marked_safe():
     assert not re.search(r"\|\s*safe\b", template.read_text())
 
 
-def test_many_proxy_errors_shade_bins_by_their_count():
-    """Thousands of proxy errors are one shaded mesh whose darkness follows the count per bin."""
+def test_many_proxy_errors_are_counted_per_bin():
+    """Thousands of proxy errors become one shaded mesh: its series is the count per bin."""
     import datetime as dt
 
-    import matplotlib.pyplot as plt
     import polars as pl
-    from matplotlib.collections import QuadMesh
 
-    from logforensics.report import charts
+    from logforensics.report.series import count_bins
 
     start = dt.datetime(2026, 2, 24, 6, 0, tzinfo=dt.timezone.utc)
     # 10 s bins: 1 error in the first, none in the second, 4 in the third
     offsets = [1.0, 21.0, 22.0, 23.0, 29.0]
-    proxy = pl.DataFrame({"at": [start + dt.timedelta(seconds=s) for s in offsets]})
-    fig, ax = plt.subplots()
-    charts._proxy_error_bins(ax, proxy, 10, lanes=3)
-    (mesh,) = [c for c in ax.collections if isinstance(c, QuadMesh)]
-    assert mesh.get_array().ravel().tolist() == [0.25, 0.0, 1.0]
-    plt.close(fig)
+    bins, counts = count_bins(pl.Series([start + dt.timedelta(seconds=s) for s in offsets]), 10)
+    assert counts.tolist() == [1.0, 0.0, 4.0]
+    assert bins.step_s == 10 and len(bins.edges) == 4

@@ -187,6 +187,28 @@ class SourceFile:
         chunk = self._read(self.HEAD_BYTES).decode("utf-8", errors="replace")
         return [line.rstrip("\r") for line in chunk.split("\n")[:n] if line.strip()]
 
+    def pick_lines(self, numbers: set[int]) -> dict[int, str]:
+        """The text of some lines (1-based, numbered as `lines` numbers them), read up to the last.
+
+        For a report quoting a few cited lines of a big file: nothing past the
+        last wanted line is read, and only the wanted lines are kept.
+        """
+        if not numbers:
+            return {}
+        last, out = max(numbers), {}
+        opener = gzip.open if self.compressed else open
+        try:
+            with opener(self.path, "rb") as handle:
+                for number, raw in enumerate(handle, start=1):
+                    if number in numbers:
+                        text = raw.rstrip(b"\n").decode("utf-8", errors="replace")
+                        out[number] = text.rstrip("\r")
+                    if number >= last:
+                        break
+        except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise InputError(f"{self.display}: cannot read: {exc}") from exc
+        return out
+
 
 def byte_facts(data: bytes, undecodable: bool | None = None) -> dict:
     """What the report notes about a file's bytes; `undecodable` if the caller already knows."""

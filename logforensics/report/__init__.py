@@ -1,7 +1,8 @@
-"""Renderers of one Analysis: HTML (self-contained), JSON, Markdown."""
+"""The report: its data built once (`build_report`), rendered as HTML, JSON and Markdown."""
 
+from logforensics.report.data import ReportData, build_report
 from logforensics.report.html import render_html
 from logforensics.report.jsonout import render_json
 from logforensics.report.markdown import render_markdown
 
-__all__ = ["render_html", "render_json", "render_markdown"]
+__all__ = ["ReportData", "build_report", "render_html", "render_json", "render_markdown"]

@@ -1,27 +1,25 @@
-"""One self-contained HTML file: inline CSS and PNG charts, all log text escaped.
+"""One self-contained HTML file: inline CSS, PNG charts and a small filter script; all log text escaped.
 
 Autoescape is on and stays on: prompts, error texts and log lines can hold
 ``<script>``; nothing from a log is ever marked ``|safe``. Long lists are cut
 to `MAX_ROWS` rows with their counts shown, and every log text to
-`MAX_TEXT` characters, so that a report of a huge bundle stays small.
+`MAX_TEXT` characters, so that a report of a huge bundle stays small. The
+page reads without its script (the filters only hide rows) and in print.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
-from collections import Counter
 
 import jinja2
-import polars as pl
 
-from logforensics import __version__, model
 from logforensics.analysis import Analysis
 from logforensics.report import charts
+from logforensics.report.data import ReportData, as_report, relative
+from logforensics.report.series import ChartSeries
 
 MAX_ROWS = 200  # rows per table; the rest is counted, not shown
 MAX_TEXT = 400  # characters of one log text
-MAX_SOURCE_LINES = 8  # line numbers listed per file under an evidence item
 
 _env = jinja2.Environment(
     loader=jinja2.PackageLoader("logforensics", "report/templates"),
@@ -60,6 +58,15 @@ def _fmt_num(value, digits: int = 2) -> str:
     return str(value)
 
 
+def _fmt_value(value, short: bool = False) -> str:
+    """Any fact of a hop: times (`short`: without the date), numbers or text."""
+    if isinstance(value, dt.datetime):
+        return _fmt_time(value, short)
+    if isinstance(value, float):
+        return _fmt_num(value, 3)
+    return _fmt_num(value)
+
+
 def _fmt_pct(value, digits: int = 0) -> str:
     return "–" if value is None else f"{100 * value:.{digits}f}%"
 
@@ -74,36 +81,11 @@ def _clip(value, limit: int = MAX_TEXT) -> str:
     )
 
 
-def _pretty_threshold(text) -> str:
-    return str(text).replace(">=", "≥").replace("<=", "≤").replace("!=", "≠")
-
-
 _env.filters["t"] = _fmt_time
 _env.filters["n"] = _fmt_num
+_env.filters["v"] = _fmt_value
 _env.filters["pct"] = _fmt_pct
 _env.filters["clip"] = _clip
-_env.filters["thr"] = _pretty_threshold
-
-HEADLINES = {
-    "front_proxy": "Bottleneck: the front proxy",
-    "kv_cache": "Bottleneck: the KV cache",
-    "gpu": "Bottleneck: GPU compute",
-    "none": "No bottleneck found",
-    "inconclusive": "Inconclusive",
-}
-
-# What each evidence signal means, in words a reader of the ticket follows.
-SIGNALS = {
-    "failures_never_reached_an_instance": "Failures that never reached any instance",
-    "instances_had_room_during_failures": "The instances had room while requests failed",
-    "proxy_errors_at_failure_times": "Proxy errors at the failure times",
-    "gpu_kv_cache_full_during_failures": "GPU KV cache full while requests failed",
-    "kv_pressure_events_at_failure_times": "KV-cache pressure (preemption, KV full, OOM) at the failure times",
-    "requests_queued_with_kv_room": "Requests queued while the KV cache had room",
-    "failures_reached_an_instance": "Failures that did reach an instance",
-    "failed_requests": "Failed requests",
-    "peak_gpu_kv_cache_pct": "Peak GPU KV cache usage",
-}
 
 CHART_CAPTIONS = {
     "timeline": (
@@ -142,154 +124,50 @@ BALANCE_SHORT = {
 }
 
 
-def _common_root(paths: list[str]) -> str:
-    """The folder every input sits in, so that sources can be shown relative to it."""
-    paths = [p for p in paths if p]
-    if not paths:
-        return ""
-    try:
-        root = os.path.commonpath([os.path.dirname(p) or "." for p in paths])
-    except ValueError:  # mixed absolute and relative paths
-        return ""
-    return "" if root in (".", "", "/") else root.rstrip("/") + "/"
-
-
-def _short(path: str, root: str) -> str:
-    return path[len(root) :] if root and path.startswith(root) else path
-
-
-def group_sources(sources: list[str], root: str = "") -> list[dict]:
-    """`file:line` sources grouped by file: [{file, path, lines, more}], in first-seen order."""
-    groups: dict[str, list[str]] = {}
-    for src in sources:
-        path, sep, line = str(src).rpartition(":")
-        if not sep or not line.isdigit():
-            path, line = str(src), ""
-        groups.setdefault(path, [])
-        if line:
-            groups[path].append(line)
-    return [
-        {
-            "file": _short(path, root),
-            "path": path,
-            "lines": lines[:MAX_SOURCE_LINES],
-            "more": max(0, len(lines) - MAX_SOURCE_LINES),
-        }
-        for path, lines in groups.items()
-    ]
-
-
-def _evidence(items: list[dict], root: str) -> list[dict]:
-    return [
-        {
-            "title": SIGNALS.get(e["signal"], e["signal"].replace("_", " ").capitalize()),
-            "signal": e["signal"],
-            "value": e["value"],
-            "threshold": e["threshold"],
-            "supports": e.get("supports", ""),
-            "sources": group_sources(e.get("sources") or [], root),
-        }
-        for e in items
-    ]
-
-
-def _unreached(analysis: Analysis) -> dict:
-    frame = analysis.measured.filter(pl.col("reach") == "unreached").sort(
-        "started_at", nulls_last=True
-    )
-    id_cols = [c for c in ("request_id", "marker") if c in frame.columns]
-    by_error = Counter(
-        (e if e is not None else "(no error text)") for e in frame["error"].to_list()
-    ).most_common(10)
-    rows = frame.head(MAX_ROWS).with_columns(model.source_label()).to_dicts()
-    for r in rows:
-        r["request"] = next((r[c] for c in id_cols if r.get(c)), None)
-    dates = {
-        _fmt_time(r[c])[:10]
-        for r in rows
-        for c in ("started_at", "ended_at")
-        if r.get(c) is not None
-    }
-    return {
-        "rows": rows,
-        "date": next(iter(dates)) if len(dates) == 1 else None,
-        "total": frame.height,
-        "by_error": by_error,
-        "with_request": any(r["request"] for r in rows),
-    }
-
-
 def _offset_text(seconds: float | None) -> str:
     if seconds is None:
         return "–"
     return f"{seconds:+.3f} s"
 
 
-def all_charts(analysis: Analysis) -> dict[str, dict | None]:
+def draw_charts(series: ChartSeries) -> dict[str, dict | None]:
     """Each chart twice: page width, and a narrow layout for phones (`<picture>` picks)."""
     out = {}
-    for key, draw in (
-        ("timeline", charts.timeline),
-        ("engine", charts.engine_state),
-        ("capacity", charts.capacity),
-        ("balance", charts.balance),
+    for key, draw, data in (
+        ("timeline", charts.timeline, series.timeline),
+        ("engine", charts.engine_state, series.engine),
+        ("capacity", charts.capacity, series.capacity),
+        ("balance", charts.balance, series.balance),
     ):
-        wide = draw(analysis)
-        if wide is not None:
-            wide["narrow_uri"] = draw(analysis, narrow=True)["uri"]
+        if data is None:
+            out[key] = None
+            continue
+        wide = draw(data)
+        wide["narrow_uri"] = draw(data, narrow=True)["uri"]
         out[key] = wide
     return out
 
 
-def report_context(analysis: Analysis) -> dict:
-    """Everything the template shows, computed once."""
-    data = analysis.to_dict()
-    root = _common_root([f["path"] for f in data["inputs"]])
-    verdict = data["verdict"]
-    evidence = _evidence(verdict["evidence"], root)
-    findings = [
-        {**f, "detail": f["detail"].replace(root, "") if root else f["detail"]}
-        for f in data["findings"]
-    ]
-    advised: set[str] = set()
-    for f in findings:  # each kind's advice once, after its first finding
-        f["show_advice"] = bool(f.get("advice")) and f["kind"] not in advised
-        advised.add(f["kind"])
-    warnings = [f for f in findings if f["severity"] != "info"]
-    infos = [f for f in findings if f["severity"] == "info"]
-    steps = [r for r in analysis.runs if not r["warmup"]]
-    dates = sorted({_fmt_time(r["started_at"])[:10] for r in steps if r["started_at"]})
-    inputs = data["inputs"]
-    return {
-        "a": data,
-        "headline": HEADLINES.get(verdict["bottleneck"], verdict["bottleneck"]),
-        "redacted": any(f["kind"] == "redacted" for f in findings),
-        "confidence_pct": int(round(verdict["confidence"] * 100)),
-        "evidence": evidence[:3],
-        "more_evidence": evidence[3:],
-        "steps": steps[:MAX_ROWS],
-        "steps_total": len(steps),
-        "step_dates": dates,
-        "balance_short": BALANCE_SHORT,
-        "instances": analysis.instances,
-        "unreached": _unreached(analysis),
-        "warnings": warnings[:MAX_ROWS],
-        "warnings_total": len(warnings),
-        "infos": infos[:MAX_ROWS],
-        "infos_total": len(infos),
-        "inputs": inputs[:MAX_ROWS],
-        "inputs_total": len(inputs),
-        "root": root,
-        "short": lambda p: _short(p, root),
-        "offset_text": _offset_text,
-        "errors": data["errors"][:MAX_ROWS],
-        "errors_total": len(data["errors"]),
-        "max_rows": MAX_ROWS,
-        "charts": all_charts(analysis),
-        "captions": CHART_CAPTIONS,
-        "version": __version__,
-    }
-
-
-def render_html(analysis: Analysis) -> str:
-    return _env.get_template("report.html.j2").render(**report_context(analysis))
+def render_html(report: ReportData | Analysis) -> str:
+    r = as_report(report)
+    a = r.contract
+    warnings = [f for f in r.findings if f.severity != "info"]
+    infos = [f for f in r.findings if f.severity == "info"]
+    return _env.get_template("report.html.j2").render(
+        report=r,
+        a=a,
+        evidence=r.evidence[:3],
+        more_evidence=r.evidence[3:],
+        steps=r.steps[:MAX_ROWS],
+        balance_short=BALANCE_SHORT,
+        warnings=warnings[:MAX_ROWS],
+        warnings_total=len(warnings),
+        infos=infos[:MAX_ROWS],
+        infos_total=len(infos),
+        inputs=a["inputs"][:MAX_ROWS],
+        short=lambda p: relative(p, r.root),
+        offset_text=_offset_text,
+        errors=a["errors"][:MAX_ROWS],
+        charts=draw_charts(r.charts),
+        captions=CHART_CAPTIONS,
+    )

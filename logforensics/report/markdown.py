@@ -1,28 +1,24 @@
 """A short Markdown summary that pastes well into a GitHub, GitLab or Jira comment.
 
-Verdict and confidence, the three strongest evidence items with their sources,
-the step table, the findings that matter and what to do. Log text is escaped
-(``|`` and ``<``), so a hostile line can neither break the table nor inject
-markup; lists are cut short with their counts (the HTML report has the rest).
+Verdict and confidence, the three strongest evidence items with their sources
+and the first lines they cite (in a fenced block: tickets render it as text),
+the step table, where the failed requests died, the findings that matter and
+what to do. Text outside the fenced blocks is escaped (``|`` and ``<``), so a
+hostile line can neither break the table nor inject markup; lists are cut
+short with their counts (the HTML report has the rest).
 """
 
 from __future__ import annotations
 
 import re
 
-from logforensics import __version__
 from logforensics.analysis import Analysis
-from logforensics.report.html import (
-    HEADLINES,
-    SIGNALS,
-    _common_root,
-    _pretty_threshold,
-    group_sources,
-)
+from logforensics.report.data import EvidenceItem, ReportData, as_report
 
 MAX_STEPS = 30
 MAX_FINDINGS = 10
 MAX_TEXT = 300
+INDENT = "   "  # a fenced block inside a numbered list item
 
 
 def _escape(text: str) -> str:
@@ -50,27 +46,38 @@ def _code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def _sources(sources: list[str], root: str) -> str:
+def _sources(item: EvidenceItem) -> str:
     parts = []
-    for g in group_sources(sources, root)[:3]:
-        lines = ", ".join(g["lines"][:5])
-        more = len(g["lines"]) - 5 + g["more"] if len(g["lines"]) > 5 or g["more"] else 0
-        text = _code(g["file"])
+    for g in item.sources[:3]:
+        lines = ", ".join(g.lines[:5])
+        more = len(g.lines) - 5 + g.more if len(g.lines) > 5 or g.more else 0
+        text = _code(g.file)
         if lines:
-            text += f" line{'s' if len(g['lines']) > 1 else ''} {lines}"
+            text += f" line{'s' if len(g.lines) > 1 else ''} {lines}"
             if more > 0:
                 text += f" (+{more} more)"
         parts.append(text)
     return "; ".join(parts)
 
 
-def render_markdown(analysis: Analysis) -> str:
-    d = analysis.to_dict()
+def _fenced(item: EvidenceItem) -> list[str]:
+    """The item's first cited lines as a fenced block, the fence longer than any backtick run."""
+    rows = [f"{q.source}  {' '.join(q.text.split())}" for q in item.lines]
+    longest = max((len(run) for row in rows for run in re.findall(r"`+", row)), default=0)
+    fence = "`" * max(3, longest + 1)
+    block = [f"{INDENT}{fence}text", *(INDENT + row for row in rows), INDENT + fence]
+    if item.more_lines:
+        block.append(f"{INDENT}_… and {item.more_lines:,} more cited line(s)._")
+    return ["", *block, ""]
+
+
+def render_markdown(report: ReportData | Analysis) -> str:
+    r = as_report(report)
+    d = r.contract
     v = d["verdict"]
     t = d["totals"]
-    root = _common_root([f["path"] for f in d["inputs"]])
     lines = [
-        f"### {HEADLINES.get(v['bottleneck'], v['bottleneck'])} (confidence {v['confidence']:.0%})",
+        f"### {r.headline} (confidence {v['confidence']:.0%})",
         "",
         _escape(v["summary"]),
         "",
@@ -79,70 +86,73 @@ def render_markdown(analysis: Analysis) -> str:
         + (f" · **{t['unknown']}** unknown" if t.get("unknown") else ""),
         "",
     ]
-    if v["evidence"]:
+    if r.evidence:
         lines += ["**Evidence**", ""]
-        for k, e in enumerate(v["evidence"][:3], start=1):
-            title = SIGNALS.get(e["signal"], e["signal"].replace("_", " "))
-            src = _sources(e["sources"], root)
+        for k, e in enumerate(r.evidence[:3], start=1):
+            src = _sources(e)
             lines.append(
-                f"{k}. {title}: **{_cell(e['value'])}** "
-                f"(threshold {_escape(_pretty_threshold(e['threshold']))})"
+                f"{k}. {_escape(e.title)}: **{_cell(e.value)}** (threshold {_escape(e.threshold)})"
                 + (f" — {src}" if src else "")
             )
-        if len(v["evidence"]) > 3:
-            lines.append(f"\n_{len(v['evidence']) - 3} weaker signal(s) in the full report._")
+            if e.lines:
+                lines += _fenced(e)
+        if len(r.evidence) > 3:
+            lines.append(f"\n_{len(r.evidence) - 3} weaker signal(s) in the full report._")
         lines.append("")
-    steps = [r for r in analysis.runs if not r["warmup"]]
-    if steps:
+    if r.steps:
         head = [
             "step",
             "sent",
             "ok",
             "failed",
             "unreached",
-            *analysis.instances,
+            *r.instances,
             "P50 s",
             "P95 s",
             "tok/s",
         ]
         lines.append("| " + " | ".join(_cell(h) for h in head) + " |")
         lines.append("|" + "---|" * len(head))
-        for r in steps[:MAX_STEPS]:
-            tps = r["output_tokens_per_s"]
+        for s in r.steps[:MAX_STEPS]:
+            tps = s["output_tokens_per_s"]
             row = [
-                r["index"],
-                r["sent"],
-                r["succeeded"],
-                r["failed"],
-                r["unreached"],
-                *[r["per_instance"].get(n, 0) for n in analysis.instances],
-                r["latency_s"]["p50"],
-                r["latency_s"]["p95"],
+                s["index"],
+                s["sent"],
+                s["succeeded"],
+                s["failed"],
+                s["unreached"],
+                *[s["per_instance"].get(n, 0) for n in r.instances],
+                s["latency_s"]["p50"],
+                s["latency_s"]["p95"],
                 None if tps is None else f"{tps:,.0f}",
             ]
             lines.append("| " + " | ".join(_cell(x) for x in row) + " |")
-        if len(steps) > MAX_STEPS:
-            lines.append(f"\n_Showing {MAX_STEPS} of {len(steps)} steps._")
+        if len(r.steps) > MAX_STEPS:
+            lines.append(f"\n_Showing {MAX_STEPS} of {len(r.steps)} steps._")
         lines.append("")
-    findings = [f for f in d["findings"] if f["severity"] != "info"]
+    if r.failed.total:
+        lines += [f"**Failed requests** ({r.failed.total:,})", ""]
+        for facet in r.failed.facets[:3]:
+            counts = "; ".join(f"{text} × {n:,}" for _, text, n in facet.values[:8])
+            lines.append(f"- {facet.label}: {_escape(counts)}")
+        lines.append("")
+    findings = [f for f in r.findings if f.severity != "info"]
     if findings:
         lines += ["**Findings**", ""]
         for f in findings[:MAX_FINDINGS]:
-            detail = f["detail"].replace(root, "") if root else f["detail"]
-            lines.append(f"- {f['kind'].replace('_', ' ')}: {_escape(detail)}")
+            lines.append(f"- {f.title}: {_escape(f.detail)}")
         if len(findings) > MAX_FINDINGS:
             lines.append(f"- … and {len(findings) - MAX_FINDINGS} more in the full report")
         lines.append("")
     if v["recommendations"]:
         lines += ["**Next steps**", ""]
-        lines += [f"- {_escape(r)}" for r in v["recommendations"]]
+        lines += [f"- {_escape(rec)}" for rec in v["recommendations"]]
         lines.append("")
     if v.get("missing"):
         lines += [f"_Collect next time: {_escape('; '.join(v['missing']))}._", ""]
-    redacted = any(f["kind"] == "redacted" for f in d["findings"])
     lines.append(
-        f"_logforensics {__version__} · {d.get('generated_at')}"
-        + (" · redacted" if redacted else "")
+        f"_logforensics {r.version} · {d.get('generated_at')}"
+        + (" · redacted" if r.redacted else "")
         + "_"
     )
     lines.append("")
