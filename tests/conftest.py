@@ -53,5 +53,6 @@ def corpus_incidents() -> list[Path]:
 
 
 def incident_inputs(folder: Path) -> list[Path]:
-    """What a user would give `analyze`: the folder's files, minus the recording's answers."""
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.name not in CORPUS_ANSWERS)
+    """What a user would give `analyze`: the folder's files and folders (a tester's artifact
+    tree), minus the recording's answers."""
+    return sorted(p for p in folder.iterdir() if p.name not in CORPUS_ANSWERS)
