@@ -22,8 +22,9 @@ demo: $(STAMP)
 		--md reports/seed-two-instances.md
 
 test: $(STAMP)
-	$(BIN)/ruff check logforensics tests
+	$(BIN)/ruff check logforensics tests tools bench
 	$(BIN)/python -m pytest -q
+	$(BIN)/python tools/validate.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check logforensics tests

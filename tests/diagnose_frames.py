@@ -151,7 +151,8 @@ class Case:
         return self
 
     def frame(self) -> pl.DataFrame:
-        extra = {"outcome": pl.Utf8} if any("outcome" in r for r in self.requests) else {}
+        optional = {"outcome": pl.Utf8, "arrived_at": model.UTC_US}
+        extra = {k: t for k, t in optional.items() if any(k in r for r in self.requests)}
         schema = {**model.CLIENT_REQUESTS, **CORRELATION_COLUMNS, **extra}
         rows = [{k: r.get(k) for k in schema} for r in self.requests]
         return pl.DataFrame(rows, schema=schema)

@@ -5,6 +5,8 @@ The two-way cases matter most: signals every engine-side cause shares
 tell KV from compute; evidence is read on the instance a failure reached.
 """
 
+import datetime as dt
+
 import pytest
 
 from logforensics.diagnose import Thresholds
@@ -367,3 +369,22 @@ def test_client_errors_are_not_a_capacity_limit():
     v = case.verdict()
     assert v.bottleneck == Bottleneck.INCONCLUSIVE
     assert any("rejected 4 request(s) (http_400)" in m for m in v.missing)
+
+
+def test_failures_a_queueing_proxy_delivered_late_are_the_front_proxy_not_compute():
+    """The seed's garbage measurement: the client gives up at 20 s while the proxy's queue
+    still holds its requests; the engine, busy with two at a time and KV near empty, gets
+    them 13–30 s after they were sent. Their time was lost in front of the engine."""
+    case = stale_stats_compute()
+    for row in case.requests:
+        if row["ok"] is False:
+            row["arrived_at"] = row["started_at"] + dt.timedelta(seconds=22)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.FRONT_PROXY
+    assert signals(v)["failures_waited_in_front_of_the_instances"] == "discriminating"
+    assert not v.secondary  # compute does not claim them
+    # the same failures received as soon as they were sent: the engine was the limit
+    for row in case.requests:
+        if row["ok"] is False:
+            row["arrived_at"] = row["started_at"] + dt.timedelta(seconds=0.2)
+    assert case.verdict().bottleneck == Bottleneck.GPU

@@ -32,6 +32,7 @@ REQUEST_COLUMNS = {
     "outcome": pl.Utf8,
     "error": pl.Utf8,
     "http_status": pl.Int64,
+    "arrived_at": pl.Datetime("us", "UTC"),  # when its engine logged its arrival
 }
 GAVE_UP_STATUSES = [499, 504]  # a proxy's "client left" / "upstream timed out": a slow answer
 TIMEOUT_TEXT = r"(?i)timed? ?out|timeout|deadline exceeded"
@@ -65,6 +66,14 @@ def slow_failure() -> pl.Expr:
         | (pl.col("failure_class") == "http_504")
         | pl.col("proxy_status").is_in(GAVE_UP_STATUSES).fill_null(False)
     )
+
+
+def waited_in_front(t) -> pl.Expr:
+    """A failure whose engine received it late: it spent most of its time before the engine
+    (a proxy's queue), so its instance's state does not explain it."""
+    wait = (pl.col("arrived_at") - pl.col("w_start")).dt.total_microseconds() / 1e6
+    window = (pl.col("w_end") - pl.col("w_start")).dt.total_microseconds() / 1e6
+    return ((wait >= t.front_wait_s) & (wait >= 0.5 * window)).fill_null(False)
 
 
 def kv_columns(stats: pl.DataFrame) -> pl.DataFrame:

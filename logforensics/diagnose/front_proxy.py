@@ -22,6 +22,7 @@ from logforensics.diagnose.facts import (
     merged_windows,
     names,
     span_text,
+    waited_in_front,
 )
 from logforensics.diagnose.thresholds import Thresholds
 from logforensics.model import Bottleneck
@@ -43,6 +44,12 @@ ROOM = Signal(
     "An instance had room during the failed requests' windows",
     0.5,
     "Waiting = 0, KV < {idle_kv_pct:g}%",
+)
+WAITED = Signal(
+    "failures_waited_in_front_of_the_instances",
+    "Failed requests their instance received only late in their time at the client: they waited in front of it (a proxy's queue)",
+    0.6,
+    "arrived ≥ {front_wait_s:g} s after it was sent and after half its time",
 )
 PROXY_ERRORS = Signal(
     "proxy_errors_at_failure_times",
@@ -83,10 +90,22 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
         .filter(pl.col("len") == pl.col("len_read"))
     )
     shedding = pl.col("fid").is_in(shed["fid"].implode())
-    claimed = facts.failures.select((unreached & ~shedding).alias("c"))["c"]
-    mine = facts.failures.filter(claimed)
+    waited = (pl.col("reach") == "reached") & waited_in_front(t)
+    claimed = facts.failures.select(((unreached & ~shedding) | waited).alias("c"))["c"]
+    late = facts.failures.filter(waited)
+    mine = facts.failures.filter(unreached & ~shedding)
     evidence = []
     missing = []
+    if late.height:
+        wait = (late["arrived_at"] - late["w_start"]).dt.total_seconds()
+        evidence.append(
+            WAITED.fired(
+                f"{late.height}/{facts.failed} reached {names(late)} "
+                f"{wait.min():.0f}–{wait.max():.0f} s after they were sent",
+                t,
+                labels(late),
+            )
+        )
     if mine.height:
         evidence.append(UNREACHED.fired(f"{mine.height}/{facts.failed}", t, labels(mine)))
         refused = mine.filter(pl.col("proxy_delivery") == "refused")
@@ -137,8 +156,8 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
 RULE = Rule(
     bottleneck=Bottleneck.FRONT_PROXY,
     headline="The front proxy",
-    summary="{claimed} of {failed} failed requests never reached an instance",
-    signals=(UNREACHED, REFUSED, ROOM, PROXY_ERRORS),
+    summary="{claimed} of {failed} failed requests never reached an instance or waited in front of one",
+    signals=(UNREACHED, REFUSED, WAITED, ROOM, PROXY_ERRORS),
     recommendations=(
         "Raise the proxy's connection/worker limits and check its upstream timeouts: "
         "failures died in front of the instances.",

@@ -14,7 +14,7 @@ import polars as pl
 
 from logforensics.diagnose import kv_cache, shared
 from logforensics.diagnose.evidence import Rule, RuleResult, Signal
-from logforensics.diagnose.facts import Facts, claims, labels, names
+from logforensics.diagnose.facts import Facts, claims, labels, names, waited_in_front
 from logforensics.diagnose.thresholds import Thresholds
 from logforensics.model import Bottleneck
 
@@ -84,7 +84,9 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
     ).join(queued.select(keys), on=keys, how="anti")
     queued_or_working = pl.concat([queued.select(keys), working.select(keys)])
     claimed = claims(
-        facts, queued_or_working, (pl.col("reach") == "reached") & ~pl.col("client_error")
+        facts,
+        queued_or_working,
+        (pl.col("reach") == "reached") & ~pl.col("client_error") & ~waited_in_front(t),
     )
     mine = pl.col("fid").is_in(facts.failures.filter(claimed)["fid"].implode())
     queued, working = queued.filter(mine), working.filter(mine)

@@ -34,6 +34,11 @@ class Thresholds:
     proxy_window_s: float = _threshold(
         5.0, "Proxy errors this close to a failed request's window count for it."
     )
+    front_wait_s: float = _threshold(
+        5.0,
+        "A failed request that reached its instance this long after it was sent (and after "
+        "half its time at the client) waited in front of it: the time was lost before the engine.",
+    )
     log_silence_s: float = _threshold(
         30.0,
         "An instance log that ends this long before the test's last request while another "
