@@ -21,7 +21,7 @@ from logforensics.diagnose import Finding, Thresholds, Verdict, diagnose
 from logforensics.ingest import InputError, ParseContext, SourceFile
 from logforensics.ingest.inputs import InputFile, Inputs, expand, load
 
-JSON_FORMAT_VERSION = 5
+JSON_FORMAT_VERSION = 6
 CAPPED_MIN_STEPS = 3  # an instance's count fixed across this many steps...
 CAPPED_MIN_COUNT = 3  # ...at this many requests or more is a cap, not chance
 
