@@ -294,7 +294,7 @@ def test_analyze_maps_series_to_log_instances_and_names(prometheus_url, tmp_path
     analysis = analyze([_client(tmp_path), _instance_log(tmp_path)], options)
     account = next(f for f in analysis.inputs if f.path == prometheus_url)
     assert account.format == "prometheus_api" and account.instance == "gpu-a, gpu-b, vllm-0"
-    assert any("127.0.0.1:8001 are instance gpu-a" in n for n in account.notes)
+    assert any("labelled 127.0.0.1:8001 are instance gpu-a" in n for n in account.notes)
     assert any("vllm-1 are instance gpu-b: --instance gpu-b=vllm-1" in n for n in account.notes)
     stats = analysis.tables["engine_stats"]
     assert stats.filter(pl.col("instance") == "gpu-a").height == POINTS

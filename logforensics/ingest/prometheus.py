@@ -9,7 +9,7 @@ the HTTP API's documented shape) gives the same `engine_stats` and
 metric-name table of `ingest.metrics` (old and new vLLM names, SGLang's).
 
 * An instance is a series' ``pod`` label, else its ``instance`` label (the
-  scrape address, as a proxy names its upstream); `name_instances` maps it to
+  scrape address, as a proxy names its upstream); `ingest.labels` maps it to
   the instance whose own log names that pod or announces that address, or to
   the name ``--instance NAME=LABEL`` gives.
 * Counters are read as Prometheus reads them: a fall is a reset (the process
@@ -33,8 +33,8 @@ import polars as pl
 from logforensics import model
 from logforensics.ingest import register_file_format
 from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, Sample, SourceFile
+from logforensics.ingest.labels import instance_names, label_pairs, rename_instances
 from logforensics.ingest.metrics import COUNTERS, GAUGES, KNOWN, REASON_EVENTS, SUCCESS
-from logforensics.ingest.sources import scrape_instance
 from logforensics.ingest.toolkit import account_document, seconds_to_utc
 
 SERIES_LABELS = ("pod", "instance", "engine", "model_name", "finished_reason")
@@ -114,60 +114,6 @@ def series_samples(result: list, origin: str) -> tuple[pl.DataFrame, int]:
 def label_name() -> pl.Expr:
     """The instance a series describes, as the cluster names it: its pod, else its address."""
     return pl.coalesce(pl.col("pod"), pl.col("instance"))
-
-
-def instance_names(
-    pairs: list[tuple[str | None, str | None]], logs: dict[str, list[str]], given: dict[str, str]
-) -> tuple[dict[str, str], list[str]]:
-    """Label name → log instance, for the (pod, address) label pairs whose evidence names one.
-
-    `logs` is each log instance's announced addresses (every log instance a key),
-    `given` label value → name from ``--instance NAME=LABEL``. A label no
-    evidence names keeps its own name. Returns the mapping and a note for each.
-    """
-    mapping, notes = {}, []
-    for pod, address in pairs:  # one pair an instance, not a sample
-        own = pod or address
-        if own is None or own in mapping:
-            continue
-        name, why = _log_instance(pod, address, logs, given)
-        if name is not None and name != own:
-            mapping[own] = name
-            notes.append(f"series labelled {own} are instance {name}: {why}")
-    return mapping, notes
-
-
-def label_pairs(addresses: dict[str, list[str]]) -> list[tuple[str | None, str | None]]:
-    """(pod, address) pairs back from `ParseResult.addresses` (label name → scrape addresses)."""
-    return [
-        (None, own) if own in found or not found else (own, address)
-        for own, found in sorted(addresses.items())
-        for address in (found or [own])
-    ]
-
-
-def rename_instances(tables: dict[str, pl.DataFrame], mapping: dict[str, str]) -> None:
-    """Rename label-named instances in place (`instance_names`' mapping)."""
-    if not mapping:
-        return
-    for name, frame in tables.items():
-        if "instance" in frame.columns:
-            tables[name] = frame.with_columns(pl.col("instance").replace(mapping))
-
-
-def _log_instance(
-    pod: str | None, address: str | None, logs: dict[str, list[str]], given: dict[str, str]
-) -> tuple[str | None, str]:
-    for label in (pod, address):
-        if label is not None and label in given:
-            return given[label], f"--instance {given[label]}={label}"
-    if pod is not None and pod in logs:
-        return pod, "its pod label is that instance's log"
-    if address is not None and logs:
-        name, why = scrape_instance(address, [address], logs)
-        if name is not None:
-            return name, f"its scrape address {why}"
-    return None, ""
 
 
 def _increase(value: pl.Expr, previous: pl.Expr) -> pl.Expr:

@@ -31,15 +31,9 @@ import polars as pl
 
 from logforensics.ingest.base import ParseResult
 from logforensics.ingest.inputs import InputFile, Inputs
+from logforensics.ingest.labels import instance_names, rename_instances
 from logforensics.ingest.metrics import GAUGES, KNOWN
-from logforensics.ingest.prometheus import (
-    instance_names,
-    label_name,
-    parse_answer,
-    read_samples,
-    rename_instances,
-    series_samples,
-)
+from logforensics.ingest.prometheus import label_name, parse_answer, read_samples, series_samples
 from logforensics.ingest.toolkit import seconds_to_utc
 
 FORMAT = "prometheus_api"
@@ -174,7 +168,8 @@ def fetch(api: Api, start: dt.datetime, end: dt.datetime) -> tuple[pl.DataFrame,
             break
         step_s = max(step_s / 4, finest)
     notes = [
-        f"{samples['key'].n_unique()} series, {samples.height} samples of "
+        f"{samples.select(pl.struct('name', 'key').n_unique()).item()} series, "
+        f"{samples.height} samples of "
         f"{samples['name'].n_unique()} metrics between {start.isoformat()} and "
         f"{end.isoformat()}; asked at a {step_s:.3f} s step, each sample kept once at its "
         "own time"
