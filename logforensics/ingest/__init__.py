@@ -57,7 +57,7 @@ def detect(source: SourceFile) -> FileFormat | None:
 
 
 # Importing a format's module registers it; the order of imports does not matter.
-from logforensics.ingest import metrics, noise, prometheus, pylogs, serverlog  # noqa: E402,F401,I001
+from logforensics.ingest import metrics, noise, prometheus, pylogs, serverlog, traces  # noqa: E402,F401,I001
 from logforensics.ingest.engines import sglang, tgi, vllm  # noqa: E402,F401,I001
 from logforensics.ingest.proxies import (  # noqa: E402,F401,I001
     envoy, haproxy, httpserver, litellm, nginx, traefik, vllm_router,

@@ -52,12 +52,12 @@ def _log_instance(
 
 
 def label_pairs(addresses: dict[str, list[str]]) -> list[tuple[str | None, str | None]]:
-    """(name, address) pairs back from `ParseResult.addresses` (own name → address labels;
-    a name that is itself one of its addresses had no name label)."""
+    """(name, address) pairs back from `ParseResult.addresses` (own name → its address
+    labels: none for a name alone, itself for an address alone)."""
     return [
-        (None, own) if own in found or not found else (own, address)
+        (own, None) if not found else (None, own) if own in found else (own, address)
         for own, found in sorted(addresses.items())
-        for address in (found or [own])
+        for address in (found or [None])
     ]
 
 
