@@ -63,7 +63,8 @@ from logforensics.ingest.proxies import (  # noqa: E402,F401,I001
     envoy, haproxy, httpserver, litellm, nginx, traefik, vllm_router,
 )  # fmt: skip
 from logforensics.ingest.testers import (  # noqa: E402,F401,I001
-    aiperf, console, generic, genai_perf, guidellm, jmeter, k6, llmperf, locust, seed, vllm_bench,
+    aiperf, console, generic, genai_bench, genai_perf, guidellm, hey, inference_perf, jmeter, k6,
+    llm_load_test, llmperf, locust, seed, vegeta, vllm_bench,
 )  # fmt: skip
 
 __all__ = [
