@@ -192,7 +192,9 @@ def read(url: str, start=WINDOW[0], end=WINDOW[1]) -> ParseResult:
 
 
 def test_every_scrape_once_at_its_own_time_per_instance(prometheus_url):
-    stats = read(prometheus_url).table("engine_stats")
+    result = read(prometheus_url)
+    assert not any("fell between steps" in n for n in result.notes)
+    stats = result.table("engine_stats")
     per = dict(stats.group_by("instance").len().iter_rows())
     assert per == {"vllm-0": POINTS, "vllm-1": POINTS - len(GAP), "127.0.0.1:8001": POINTS}
     first = stats.filter(pl.col("instance") == "vllm-0").sort("at")
@@ -204,6 +206,15 @@ def test_every_scrape_once_at_its_own_time_per_instance(prometheus_url):
     old = stats.filter(pl.col("instance") == "127.0.0.1:8001")  # V0 names
     assert old["gpu_kv_pct"].unique().to_list() == [25.0]
     assert old["swapped"].unique().to_list() == [0]
+
+
+def test_a_step_too_coarse_for_the_data_is_made_finer(prometheus_url):
+    """An hour before the recording makes the sample counts imply a 35 s interval; the
+    steps are refined until no scrape falls between them."""
+    result = read(prometheus_url, start=T0 - dt.timedelta(hours=1))
+    per = dict(result.table("engine_stats").group_by("instance").len().iter_rows())
+    assert per == {"vllm-0": POINTS, "vllm-1": POINTS - len(GAP), "127.0.0.1:8001": POINTS}
+    assert not any("fell between steps" in n for n in result.notes)
 
 
 def test_a_pod_restart_is_a_counter_reset_and_an_engine_restart(prometheus_url):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from logforensics.ingest.base import ParseResult
 from logforensics.ingest.sources import scrape_instance
 
 
@@ -68,3 +69,11 @@ def rename_instances(tables: dict[str, pl.DataFrame], mapping: dict[str, str]) -
     for name, frame in tables.items():
         if "instance" in frame.columns:
             tables[name] = frame.with_columns(pl.col("instance").replace(mapping))
+
+
+def name_by_labels(result: ParseResult, logs: dict[str, list[str]], given: dict[str, str]) -> None:
+    """A parsed file whose rows are named by labels (`result.addresses`: own name → address
+    labels): its instances renamed to the log instances evidence names, with notes."""
+    mapping, notes = instance_names(label_pairs(result.addresses), logs, given)
+    rename_instances(result.tables, mapping)
+    result.notes.extend(notes)

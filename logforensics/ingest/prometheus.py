@@ -33,7 +33,7 @@ import polars as pl
 from logforensics import model
 from logforensics.ingest import register_file_format
 from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, Sample, SourceFile
-from logforensics.ingest.labels import instance_names, label_pairs, rename_instances
+from logforensics.ingest.labels import name_by_labels
 from logforensics.ingest.metrics import COUNTERS, GAUGES, KNOWN, REASON_EVENTS, SUCCESS
 from logforensics.ingest.toolkit import account_document, seconds_to_utc
 
@@ -346,6 +346,4 @@ class PrometheusQueryRange(FileFormat):
     def name_instances(
         self, result: ParseResult, logs: dict[str, list[str]], given: dict[str, str]
     ) -> None:
-        mapping, notes = instance_names(label_pairs(result.addresses), logs, given)
-        rename_instances(result.tables, mapping)
-        result.notes.extend(notes)
+        name_by_labels(result, logs, given)

@@ -131,14 +131,16 @@ def fetch(api: Api, start: dt.datetime, end: dt.datetime) -> tuple[pl.DataFrame,
     is made finer while a running gauge's series has samples the steps missed.
     """
     t0, t1 = start.timestamp(), end.timestamp()
-    width = max(1, math.ceil(t1 - t0))
+    width = max(0.001, math.floor((t1 - t0) * 1000) / 1000)  # (t1 - width, t1] lies in the window
     running = list(GAUGES["running"])
     counts = pl.concat(
         [
             series_samples(
-                api.get("/api/v1/query", query=f"count_over_time({name}[{width}s])", time=t1)[
-                    "result"
-                ],
+                api.get(
+                    "/api/v1/query",
+                    query=f"count_over_time({name}[{round(width * 1000)}ms])",
+                    time=t1,
+                )["result"],
                 api.base,
             )[0]
             for name in running

@@ -45,7 +45,7 @@ import polars as pl
 from logforensics import model
 from logforensics.ingest import register_file_format
 from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, Sample, SourceFile
-from logforensics.ingest.labels import instance_names, label_pairs, rename_instances
+from logforensics.ingest.labels import name_by_labels
 from logforensics.ingest.toolkit import account_document, decode_json_objects, seconds_to_utc
 
 INSTANCE_KEYS = ("k8s.pod.name", "service.instance.id", "host.name", "hostname")
@@ -338,9 +338,7 @@ class SpanExport(FileFormat):
     def name_instances(
         self, result: ParseResult, logs: dict[str, list[str]], given: dict[str, str]
     ) -> None:
-        mapping, notes = instance_names(label_pairs(result.addresses), logs, given)
-        rename_instances(result.tables, mapping)
-        result.notes.extend(notes)
+        name_by_labels(result, logs, given)
 
 
 def _documents(source: SourceFile, result: ParseResult) -> pl.DataFrame:
