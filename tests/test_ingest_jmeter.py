@@ -99,3 +99,19 @@ def test_jmeter_xml_sub_results_are_part_of_their_sample(tmp_path):
     assert req["error"].to_list() == [None, "HTTP 502 Bad Gateway & more"]
     assert req["concurrency"].to_list() == [4, 4]
     assert result.unparsed == 0 and any("nested" in n for n in result.notes)
+
+
+def test_jmeter_formatted_stamps_are_read_in_the_client_zone(tmp_path):
+    text = (
+        "timeStamp,elapsed,label,responseCode,responseMessage,threadName,success,allThreads\n"
+        "2026/01/01 09:00:30.123,812,chat,200,OK,TG 1-1,true,2\n"
+        "2026/01/01 09:00:31.000,15,chat,503,Service Unavailable,TG 1-1,false,2\n"
+    )
+    ctx = ParseContext(year=2026, client_tz="Asia/Seoul")
+    _, result, req = parse(write(tmp_path / "fmt.jtl", text), ctx)
+    assert req["started_at"].to_list() == [
+        dt.datetime(2026, 1, 1, 0, 0, 30, 123000, tzinfo=UTC),
+        dt.datetime(2026, 1, 1, 0, 0, 31, tzinfo=UTC),
+    ]
+    assert outcomes(req) == {"ok": 1, "http_503": 1}
+    assert any("formatted text" in n and "Asia/Seoul" in n for n in result.notes)

@@ -129,7 +129,8 @@ def _requests(frame: pl.DataFrame, source: SourceFile, ctx: ParseContext, result
         pl.col("_threads").cast(pl.Int64, strict=False).alias("concurrency"),
         model.source_id(f"{source.display}:", pl.col("line_no")),
     ).with_columns((pl.col("_start") + pl.col("latency_s")).round(6).alias("_end"))
-    frame = place_on_clock(frame, ctx, result.notes, clock="epoch milliseconds (timeStamp)")
+    clock = f"formatted stamps in {ctx.client_tz}" if texts.height else "epoch milliseconds"
+    frame = place_on_clock(frame, ctx, result.notes, clock=f"{clock} (timeStamp)")
     finish_requests(result, frame, source.display)
 
 
