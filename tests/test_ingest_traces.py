@@ -82,6 +82,8 @@ def test_span_pods_are_mapped_to_log_instances_and_named(tmp_path):
     assert names == ["gpu-b", "vllm-0"]
     account = next(f for f in inputs.files if f.path.endswith("spans.jsonl"))
     assert any("vllm-1 are instance gpu-b" in n for n in account.notes)
+    assert account.instance == "gpu-b, vllm-0"  # the instances its rows describe
+    assert "spans" not in inputs.addresses  # the file itself names no instance
 
 
 def test_spans_tie_requests_by_id_and_never_prove_a_miss(tmp_path):

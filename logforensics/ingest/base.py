@@ -298,6 +298,9 @@ class FileFormat:
     # engine metrics with no request evidence (a scrape, a Prometheus answer): never an
     # instance's log, and the addresses it reports are its series' labels
     metrics_source: ClassVar[bool] = False
+    # its rows name their instances by labels (pods, hosts, addresses), not after the file:
+    # its `addresses` map each label name to its address labels (see `name_instances`)
+    labelled_rows: ClassVar[bool] = False
     # the generic form, which claims what no specific format does (its sniff overlaps theirs)
     fallback: ClassVar[bool] = False
 

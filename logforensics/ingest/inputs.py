@@ -170,13 +170,14 @@ def load(
         records = {name: frame.height for name, frame in result.tables.items() if frame.height}
         if fmt.role == "server":
             instance_spans += list(result.instance_spans.items())
-            if not fmt.metrics_source:
+            if not (fmt.metrics_source or fmt.labelled_rows):
                 for instance, own in result.addresses.items():
                     known = addresses.setdefault(instance, [])
                     known += [a for a in own if a not in known]
         served = sorted(set(result.instance_spans) or {source.instance})
-        if fmt.metrics_source:
-            served = described(result) or ([source.instance] if source.instance else [])
+        if fmt.metrics_source or fmt.labelled_rows:
+            own = [source.instance] if source.instance and not fmt.labelled_rows else []
+            served = described(result) or own
         for name, frame in result.tables.items():
             collected[name].append(frame)
         accounts.append(
@@ -277,6 +278,10 @@ def log_addresses(parsed) -> dict[str, list[str]]:
     addresses: dict[str, list[str]] = {}
     for source, fmt, result, _ in parsed:
         if fmt is None or fmt.role != "server" or fmt.metrics_source:
+            continue
+        if fmt.labelled_rows:  # its instances are its rows' (label) names, addresses unknown
+            for instance in described(result):
+                addresses.setdefault(instance, [])
             continue
         for instance in set(result.instance_spans) or {source.instance}:
             addresses.setdefault(instance, [])

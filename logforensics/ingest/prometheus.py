@@ -284,6 +284,7 @@ class PrometheusQueryRange(FileFormat):
     role = "server"
     priority = 27
     metrics_source = True
+    labelled_rows = True
     samples = (
         Sample(
             "a real Prometheus 2.42.0 (Debian) /api/v1/query_range answer, the server fed with "

@@ -317,6 +317,7 @@ class SpanExport(FileFormat):
     """A file of spans: requests read from them, instances named by their labels."""
 
     role = "server"
+    labelled_rows = True
 
     def spans(self, source: SourceFile, result: ParseResult) -> pl.DataFrame:
         raise NotImplementedError
