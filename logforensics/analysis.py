@@ -18,7 +18,7 @@ import polars as pl
 from logforensics.correlate import attribute, balance, clock, proxy, reach, steps
 from logforensics.correlate.records import inference_records
 from logforensics.diagnose import Finding, Thresholds, Verdict, diagnose
-from logforensics.ingest import InputError, ParseContext, SourceFile
+from logforensics.ingest import InputError, ParseContext, SourceFile, prometheus_api
 from logforensics.ingest.inputs import InputFile, Inputs, expand, load
 
 JSON_FORMAT_VERSION = 6
@@ -37,6 +37,10 @@ class Options:
     client_anchor: dt.datetime | None = None  # wall time of relative client clocks' zero
     scraped_at: dt.datetime | None = None  # when a single /metrics snapshot was taken
     instance_names: dict[Path, str] = field(default_factory=dict)
+    instance_labels: dict[str, str] = field(default_factory=dict)  # metrics label → instance
+    prometheus_url: str | None = None  # read the window's engine metrics from this server
+    prometheus_from: dt.datetime | None = None  # the window (default: the client files' span)
+    prometheus_to: dt.datetime | None = None
     thresholds: Thresholds = field(default_factory=Thresholds)
     cache_dir: Path | None = None  # keep parsed tables as Parquet here (--cache)
     progress: Callable[[int, int, int], None] | None = None  # called after each file is read
@@ -259,7 +263,22 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         client_anchor=options.client_anchor,
         scraped_at=options.scraped_at,
     )
-    inputs: Inputs = load(paths, ctx, options.instance_names, options.cache_dir, options.progress)
+    inputs: Inputs = load(
+        paths,
+        ctx,
+        options.instance_names,
+        options.cache_dir,
+        options.progress,
+        instance_labels=options.instance_labels,
+    )
+    if options.prometheus_url:
+        prometheus_api.add_to(
+            inputs,
+            options.prometheus_url,
+            options.prometheus_from,
+            options.prometheus_to,
+            options.instance_labels,
+        )
     tables = inputs.tables
     client = tables["client_requests"]
     findings += [Finding("duplicate_client_records", s.note(), "info") for s in inputs.same_run]

@@ -99,6 +99,12 @@ def _parse_instance(values: tuple[str, ...]) -> dict[Path, str]:
     return {Path(path): name for name, path in _split_pairs(values, "--instance", "NAME=PATH")}
 
 
+def _instance_labels(values: tuple[str, ...]) -> dict[str, str]:
+    """--instance NAME=LABEL where LABEL is no file: a metrics label (pod, address) → NAME."""
+    pairs = _split_pairs(values, "--instance", "NAME=PATH or NAME=LABEL")
+    return {label: name for name, label in pairs if not Path(label).exists()}
+
+
 def threshold_options(command):
     """One option a `Thresholds` field (`--kv-full-pct` for `kv_full_pct`), its help and
     default taken from the field: a new threshold is an option without touching this file."""
@@ -145,8 +151,29 @@ def cli() -> None:
     "--instance",
     "instances",
     multiple=True,
-    metavar="NAME=PATH",
-    help="Name the instance a log belongs to (default: the file's name).",
+    metavar="NAME=PATH|LABEL",
+    help="Name the instance a log belongs to (default: the file's name), or the instance a "
+    "Prometheus series' pod or instance label describes.",
+)
+@click.option(
+    "--prometheus",
+    "prometheus_url",
+    metavar="URL",
+    help="Read the engine metrics of the test window from this Prometheus server "
+    "(e.g. http://prometheus:9090).",
+)
+@click.option(
+    "--from",
+    "prometheus_from",
+    callback=lambda ctx, param, value: _utc(value, "--from"),
+    help="Start of the window asked of --prometheus (ISO 8601; default: the client files' "
+    "first request, less 2 minutes).",
+)
+@click.option(
+    "--to",
+    "prometheus_to",
+    callback=lambda ctx, param, value: _utc(value, "--to"),
+    help="End of that window (default: the client files' last request, plus 2 minutes).",
 )
 @click.option(
     "--upstream",
@@ -209,6 +236,9 @@ def analyze_command(
     md_out,
     ledger_out,
     instances,
+    prometheus_url,
+    prometheus_from,
+    prometheus_to,
     upstreams,
     year,
     server_tz,
@@ -237,6 +267,10 @@ def analyze_command(
         client_anchor=started_at,
         scraped_at=scraped_at,
         instance_names=_parse_instance(instances),
+        instance_labels=_instance_labels(instances),
+        prometheus_url=prometheus_url,
+        prometheus_from=prometheus_from,
+        prometheus_to=prometheus_to,
         upstreams=_pairs(upstreams, "--upstream"),
         cache_dir=cache_dir,
         progress=None if quiet else Progress(),

@@ -76,6 +76,20 @@ ENGINE_EVENTS = {
     "source": SOURCE,
 }
 
+# What an engine measured of each request, where it exported per-request traces
+# (OpenTelemetry spans: vLLM's `llm_request`, SGLang's `Req` spans); absent otherwise.
+REQUEST_TIMINGS = {
+    "instance": pl.Utf8,
+    "at": UTC_US,  # when the engine received the request (the span's start)
+    "request_id": pl.Utf8,  # the engine's id for it (vLLM gen_ai.request.id, SGLang rid)
+    "queue_s": pl.Float64,  # waited in the engine's queue before it was first scheduled
+    "ttft_s": pl.Float64,  # arrival to first token, as the engine saw it
+    "prefill_s": pl.Float64,  # scheduled to first token
+    "decode_s": pl.Float64,  # first token to last
+    "e2e_s": pl.Float64,  # arrival to finish, as the engine saw it
+    "source": SOURCE,
+}
+
 PROXY_EVENTS = {
     "at": UTC_US,
     "instance": pl.Utf8,  # where the event was logged, if known
@@ -108,6 +122,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "server_requests": SERVER_REQUESTS,
     "engine_stats": ENGINE_STATS,
     "engine_events": ENGINE_EVENTS,
+    "request_timings": REQUEST_TIMINGS,
     "proxy_events": PROXY_EVENTS,
     "proxy_requests": PROXY_REQUESTS,
 }

@@ -43,6 +43,7 @@ class Case:
     events: list[dict] = field(default_factory=list)
     proxy_events: list[dict] = field(default_factory=list)
     server: list[dict] = field(default_factory=list)
+    timings: list[dict] = field(default_factory=list)
     runs: list[dict] = field(default_factory=list)
     coverage: dict[str, tuple[float, float]] | None = None
     upstreams: dict[str, str] = field(default_factory=dict)
@@ -137,6 +138,20 @@ class Case:
         )
         return self
 
+    def timing(self, instance: str, t: float, queue_s: float) -> Case:
+        """A request the engine's span shows arriving at `t` and waiting `queue_s` in its queue."""
+        file = f"{instance}-spans.json"
+        self.timings.append(
+            {
+                "instance": instance,
+                "at": at(t),
+                "request_id": f"chatcmpl-{len(self.timings) + 1}",
+                "queue_s": queue_s,
+                "source": src(file, self.line(file)),
+            }
+        )
+        return self
+
     def proxy_event(self, t: float, kind: str, upstream: str | None, status=None) -> Case:
         self.proxy_events.append(
             {
@@ -169,6 +184,7 @@ class Case:
             "engine_stats": table("engine_stats", self.stats),
             "engine_events": table("engine_events", self.events),
             "proxy_events": table("proxy_events", self.proxy_events),
+            "request_timings": table("request_timings", self.timings),
             "proxy_requests": model.empty("proxy_requests"),
         }
 

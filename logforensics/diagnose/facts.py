@@ -105,6 +105,9 @@ class Facts:
     proxy_events: pl.DataFrame
     window_stats: pl.DataFrame  # (fid, instance it could have met) × its stats lines in the window
     window_events: pl.DataFrame  # the same pairs × the engine events in the window
+    # the same pairs × the requests that instance's spans show arriving in the window
+    # (request_timings: queue, prefill and decode time as the engine measured them)
+    window_timings: pl.DataFrame
     instances: list[str]
     coverage: dict[str, tuple[dt.datetime, dt.datetime]]
     upstream_instances: dict[str, str]  # proxy upstream address → instance
@@ -184,6 +187,9 @@ def build(
         proxy_events=tables["proxy_events"],
         window_stats=_inside(candidates, stats),
         window_events=_inside(candidates, tables["engine_events"]),
+        window_timings=_inside(
+            candidates, tables.get("request_timings", model.empty("request_timings"))
+        ),
         instances=instances,
         coverage=coverage if coverage is not None else _coverage(tables, instances),
         upstream_instances=mapping,

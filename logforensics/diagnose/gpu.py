@@ -5,7 +5,10 @@ known to have room and no preemption on record for it: requests waiting, or
 the engine busy (running, prefilling or decoding) while the request timed
 out. A stats line is printed between engine steps, so when one step lasts
 longer than the interval `Running` can read 0–1 while many requests are
-inside: busy throughput and the timeouts are then the compute evidence.
+inside: busy throughput and the timeouts are then the compute evidence. An
+engine's own spans (OpenTelemetry) say per request how long it waited in the
+queue: requests that arrived in the window and waited there while the KV
+cache had room waited for compute, not for memory.
 """
 
 from __future__ import annotations
@@ -29,6 +32,13 @@ BUSY = Signal(
     "Requests timed out at an instance busy computing (running or processing tokens) with its KV cache low (no preemption on record)",
     0.5,
     "timed out, KV < {idle_kv_pct:g}%",
+)
+QUEUE_TIME = Signal(
+    "requests_waited_in_the_engine_queue_with_kv_room",
+    "Requests that arrived at that instance in a failed request's window waited in its queue "
+    "(the engine's own spans), KV cache with room (no preemption on record)",
+    0.5,
+    "queue ≥ {queue_time_s:g} s, KV < {kv_full_pct:g}%",
 )
 QUEUED_WITHOUT_FAILURES = Signal(
     "requests_queued",
@@ -82,14 +92,20 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
     working = states.filter(
         pl.col("busy") & pl.col("slow") & (pl.col("kv_max") < t.idle_kv_pct)
     ).join(queued.select(keys), on=keys, how="anti")
-    queued_or_working = pl.concat([queued.select(keys), working.select(keys)])
+    waited = (
+        facts.window_timings.filter(pl.col("queue_s") >= t.queue_time_s)
+        .group_by(keys)
+        .agg(pl.col("queue_s").max().alias("queue_max"), pl.len().alias("waited"))
+        .join(states.filter(pl.col("kv_max") < t.kv_full_pct).select(*keys, "kv_max"), on=keys)
+    )
+    queued_or_working = pl.concat([f.select(keys) for f in (queued, working, waited)])
     claimed = claims(
         facts,
         queued_or_working,
         (pl.col("reach") == "reached") & ~pl.col("client_error") & ~waited_in_front(t),
     )
     mine = pl.col("fid").is_in(facts.failures.filter(claimed)["fid"].implode())
-    queued, working = queued.filter(mine), working.filter(mine)
+    queued, working, waited = queued.filter(mine), working.filter(mine), waited.filter(mine)
     evidence = []
     if queued.height:
         rows = ws.join(queued.select(keys), on=keys).filter(pl.col("waiting") > 0)
@@ -115,7 +131,21 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
                 labels(rows),
             )
         )
-    subject = names(pl.concat([queued.select(keys), working.select(keys)]))
+    if waited.height:
+        rows = facts.window_timings.join(waited.select(keys), on=keys).filter(
+            pl.col("queue_s") >= t.queue_time_s
+        )
+        evidence.append(
+            QUEUE_TIME.fired(
+                f"{rows['source'].n_unique()} request(s) waited up to "
+                f"{waited['queue_max'].max():.2f} s in the queue of {names(waited)}, in the "
+                f"windows of {waited['fid'].n_unique()} of {facts.failed} failed requests; KV ≤ "
+                f"{waited['kv_max'].max():g}%, no preemption on record",
+                t,
+                labels(rows),
+            )
+        )
+    subject = names(pl.concat([f.select(keys) for f in (queued, working, waited)]))
     return RuleResult(Bottleneck.GPU, claimed, evidence, subject=subject or None)
 
 
@@ -146,7 +176,7 @@ RULE = Rule(
     bottleneck=Bottleneck.GPU,
     headline="GPU compute",
     summary="{claimed} of {failed} failed requests reached {subject} while the engine there was busy computing, with KV cache to spare",
-    signals=(QUEUED, BUSY, QUEUED_WITHOUT_FAILURES),
+    signals=(QUEUED, BUSY, QUEUE_TIME, QUEUED_WITHOUT_FAILURES),
     recommendations=(
         "Add replicas behind the balancer: each instance is at its compute limit.",
         "Tune max_num_batched_tokens / max_num_seqs and keep CUDA graphs on (enforce_eager=False).",

@@ -44,6 +44,12 @@ class Thresholds:
         "An instance log that ends this long before the test's last request while another "
         "instance's log goes on has stopped.",
     )
+    queue_time_s: float = _threshold(
+        1.0,
+        "Time a request waited in an engine's queue before it was scheduled (its OpenTelemetry "
+        "span: vLLM's gen_ai.latency.time_in_queue, SGLang's prefill_waiting) that counts as "
+        "queued.",
+    )
     reached_share: float = _threshold(
         0.5, "Share of failures that reached an instance for that signal to corroborate."
     )

@@ -57,13 +57,14 @@ def detect(source: SourceFile) -> FileFormat | None:
 
 
 # Importing a format's module registers it; the order of imports does not matter.
-from logforensics.ingest import metrics, noise, pylogs, serverlog  # noqa: E402,F401,I001
+from logforensics.ingest import metrics, noise, prometheus, pylogs, serverlog, traces  # noqa: E402,F401,I001
 from logforensics.ingest.engines import sglang, tgi, vllm  # noqa: E402,F401,I001
 from logforensics.ingest.proxies import (  # noqa: E402,F401,I001
     envoy, haproxy, httpserver, litellm, nginx, traefik, vllm_router,
 )  # fmt: skip
 from logforensics.ingest.testers import (  # noqa: E402,F401,I001
-    aiperf, console, generic, genai_perf, guidellm, k6, llmperf, locust, seed, vllm_bench,
+    aiperf, console, generic, genai_bench, genai_perf, guidellm, hey, inference_perf, jmeter, k6,
+    llm_load_test, llmperf, locust, seed, vegeta, vllm_bench,
 )  # fmt: skip
 
 __all__ = [

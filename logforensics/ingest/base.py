@@ -317,12 +317,28 @@ class FileFormat:
     role: ClassVar[str]  # "client", "server" or "proxy"
     priority: ClassVar[int]
     samples: ClassVar[tuple[Sample, ...]] = ()
+    # engine metrics with no request evidence (a scrape, a Prometheus answer): never an
+    # instance's log, and the addresses it reports are its series' labels
+    metrics_source: ClassVar[bool] = False
+    # its rows name their instances by labels (pods, hosts, addresses), not after the file:
+    # its `addresses` map each label name to its address labels (see `name_instances`)
+    labelled_rows: ClassVar[bool] = False
+    # the generic form, which claims what no specific format does (its sniff overlaps theirs)
+    fallback: ClassVar[bool] = False
 
     def sniff(self, head: list[str]) -> bool:
         raise NotImplementedError
 
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
         raise NotImplementedError
+
+    def name_instances(
+        self, result: ParseResult, logs: dict[str, list[str]], given: dict[str, str]
+    ) -> None:
+        """Once every file is read: give rows named by labels the log instance those labels
+        name (`logs`: each log instance's announced addresses; `given`: label → name from
+        ``--instance NAME=LABEL``). Only formats whose rows describe several instances by
+        label need to."""
 
 
 class LineFormat:

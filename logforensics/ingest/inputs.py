@@ -124,10 +124,12 @@ def load(
     cache_dir: Path | None = None,
     progress: Callable[[int, int, int], None] | None = None,
     jobs: int = DEFAULT_JOBS,
+    instance_labels: dict[str, str] | None = None,
 ) -> Inputs:
     """Read every file; a file that fails is reported, never hides the others.
 
-    `progress(files_done, files_total, lines_so_far)` is called after each file.
+    `progress(files_done, files_total, lines_so_far)` is called after each file;
+    `instance_labels` names instances that metrics label otherwise (label → name).
     """
     instance_names = {p.resolve(): n for p, n in (instance_names or {}).items()}
     files, errors = expand(paths)
@@ -153,6 +155,10 @@ def load(
             if progress:
                 progress(done, len(files), lines_so_far)
     _attribute_scrapes(files, parsed, instance_names)
+    logs = log_addresses(parsed)
+    for _, fmt, result, _ in parsed:
+        if fmt is not None:
+            fmt.name_instances(result, logs, instance_labels or {})
     rotated = rotation_order([path for path, _ in files])
     addresses: dict[str, list[str]] = {}
     for (path, named), (source, fmt, result, failure) in zip(files, parsed, strict=True):
@@ -169,13 +175,14 @@ def load(
         records = {name: frame.height for name, frame in result.tables.items() if frame.height}
         if fmt.role == "server":
             instance_spans += list(result.instance_spans.items())
-            if fmt.name != "prometheus_scrape":
+            if not (fmt.metrics_source or fmt.labelled_rows):
                 for instance, own in result.addresses.items():
                     known = addresses.setdefault(instance, [])
                     known += [a for a in own if a not in known]
         served = sorted(set(result.instance_spans) or {source.instance})
-        if fmt.name == "prometheus_scrape":
-            served = [source.instance] if source.instance else []
+        if fmt.metrics_source or fmt.labelled_rows:
+            own = [source.instance] if source.instance and not fmt.labelled_rows else []
+            served = described(result) or own
         for name, frame in result.tables.items():
             collected[name].append(frame)
         accounts.append(
@@ -245,19 +252,9 @@ def _attribute_scrapes(files, parsed, instance_names: dict[Path, str]) -> None:
     A scrape named by the user (--instance) keeps that name. Without any
     instance log there is nothing to map to, and a scrape keeps its own name.
     """
-    logs = [
-        (source, result)
-        for source, fmt, result, _ in parsed
-        if fmt is not None and fmt.role == "server" and fmt.name != "prometheus_scrape"
-    ]
-    if not logs:
+    addresses = log_addresses(parsed)
+    if not addresses:
         return
-    addresses: dict[str, list[str]] = {}
-    for source, result in logs:
-        for instance in set(result.instance_spans) or {source.instance}:
-            addresses.setdefault(instance, [])
-        for instance, own in result.addresses.items():
-            addresses.setdefault(instance, []).extend(own)
     for (path, _), (source, fmt, result, _) in zip(files, parsed, strict=True):
         if fmt is None or fmt.name != "prometheus_scrape" or path.resolve() in instance_names:
             continue
@@ -279,6 +276,34 @@ def _attribute_scrapes(files, parsed, instance_names: dict[Path, str]) -> None:
             else f"metrics of an unknown instance: {why}; its rows count for no instance "
             "(name it with --instance NAME=PATH)"
         )
+
+
+def log_addresses(parsed) -> dict[str, list[str]]:
+    """Every instance a server log names, with the addresses its start-up lines announce."""
+    addresses: dict[str, list[str]] = {}
+    for source, fmt, result, _ in parsed:
+        if fmt is None or fmt.role != "server" or fmt.metrics_source:
+            continue
+        if fmt.labelled_rows:  # its instances are its rows' (label) names, addresses unknown
+            for instance in described(result):
+                addresses.setdefault(instance, [])
+            continue
+        for instance in set(result.instance_spans) or {source.instance}:
+            addresses.setdefault(instance, [])
+        for instance, own in result.addresses.items():
+            addresses.setdefault(instance, []).extend(own)
+    return addresses
+
+
+def described(result) -> list[str]:
+    """The instances a metrics source's rows describe."""
+    names = {
+        name
+        for frame in result.tables.values()
+        if "instance" in frame.columns
+        for name in frame["instance"].drop_nulls().unique().to_list()
+    }
+    return sorted(names)
 
 
 def _size(path: Path) -> int:

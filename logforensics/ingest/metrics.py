@@ -82,6 +82,7 @@ def _is_exposition(head: list[str]) -> bool:
 class PrometheusScrape(FileFormat):
     name = "prometheus_scrape"
     priority = 30
+    metrics_source = True
     samples = (
         Sample(
             "corpus kv-tiny metrics-8001.txt (vLLM 0.32.0 /metrics, excerpt)",

@@ -180,6 +180,7 @@ def normalise_generic(frame: pl.DataFrame, display: str, client_tz: str) -> pl.D
 
 @register_file_format
 class ClientJsonl(FileFormat):
+    fallback = True
     name = "client_jsonl"
     priority = 21
     samples = (
@@ -299,6 +300,7 @@ def _read_with_sampled_schema(document, sample: bytes) -> pl.DataFrame | None:
 
 @register_file_format
 class ClientCsv(FileFormat):
+    fallback = True
     name = "client_csv"
     priority = 22
     samples = (

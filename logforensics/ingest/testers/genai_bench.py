@@ -1,0 +1,157 @@
+"""sgl-project/genai-bench's run file: ``{aggregated_metrics, individual_request_metrics, _time_unit}``.
+
+Written by ``AggregatedMetricsCollector.save`` (``genai_bench/metrics``), one
+file a scenario and concurrency (``…_concurrency_{N}_time_{T}s.json``). Its
+per-request records (``RequestLevelMetrics``) carry latencies, token counts,
+``error_code`` and ``error_message``, and no time at all: the requests are
+counted (and their latencies used), never placed on the servers' clock one by
+one, and the notes say so. A record is a success when it has no error code
+and its metrics are filled in (the model refuses a record without them
+otherwise). Times are in ``_time_unit`` (``s`` or ``ms``); the concurrency is
+``aggregated_metrics.num_concurrency``; requests the aggregate counts beyond
+the records are added as counted-only requests.
+"""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from logforensics import model
+from logforensics.ingest import register_file_format
+from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, Sample, SourceFile
+from logforensics.ingest.toolkit import (
+    account_document,
+    concat_frames,
+    finish_requests,
+    first_column,
+    place_on_clock,
+    placeholders,
+    records_frame,
+)
+
+PER_SECOND = {"s": 1.0, "ms": 1e3}
+
+
+@register_file_format
+class GenaiBench(FileFormat):
+    """genai-bench's per-run metrics file."""
+
+    name = "genai_bench"
+    role = "client"
+    priority = 7
+    samples = (
+        Sample(
+            "sgl-project/genai-bench tests/analysis/mock_run_data.json @ 7fd04d8c (the shape "
+            "AggregatedMetricsCollector.save writes; 2 of the 32 records kept)",
+            file="genai_bench_run.json",
+            tables=(("client_requests", 32),),
+        ),
+    )
+
+    def sniff(self, head: list[str]) -> bool:
+        text = "\n".join(head[:6])
+        return (
+            text.lstrip().startswith("{")
+            and '"aggregated_metrics"' in text
+            and ('"num_concurrency"' in text or '"scenario"' in text)
+        )
+
+    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
+        result = ParseResult(formats=[self.name])
+        text = source.text
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            account_document(result, source, 0)
+            result.notes.append(f"not valid JSON ({exc}): nothing read")
+            return result
+        account_document(result, source, len(text))
+        aggregate = doc.get("aggregated_metrics") or {}
+        records = [r for r in doc.get("individual_request_metrics") or [] if isinstance(r, dict)]
+        unit = doc.get("_time_unit", "s")
+        per_second = PER_SECOND.get(unit)
+        if per_second is None:
+            result.notes.append(f"unknown _time_unit {unit!r}: latencies left empty")
+        level = aggregate.get("num_concurrency")
+        level = int(level) if isinstance(level, int | float) else None
+        frames = []
+        if records:
+            f = records_frame(records).with_row_index("_rec", offset=1)
+            code = first_column(f, "error_code", dtype=pl.Int64)
+            latency = first_column(f, "e2e_latency", dtype=pl.Float64) / (
+                per_second or float("nan")
+            )
+            message = first_column(f, "error_message", dtype=pl.Utf8)
+            frames.append(
+                f.select(
+                    pl.lit(level, dtype=pl.Int64).alias("concurrency"),
+                    (pl.col("_rec") - 1).cast(pl.Int64).alias("index"),
+                    pl.lit(None, dtype=pl.Float64).alias("_start"),
+                    pl.lit(None, dtype=pl.Float64).alias("_end"),
+                    latency.alias("latency_s"),
+                    pl.when(code.is_null() & latency.is_not_null())
+                    .then(True)
+                    .when(code.is_not_null())
+                    .then(False)
+                    .alias("ok"),
+                    pl.when(code.is_between(100, 599)).then(code).alias("http_status"),
+                    # "HTTP 500: Internal Server Error": the answer's status first
+                    pl.when(code.is_not_null())
+                    .then(
+                        pl.concat_str(
+                            [
+                                pl.when(code.is_between(100, 599))
+                                .then(pl.format("HTTP {}", code))
+                                .otherwise(pl.format("error_code {}", code)),
+                                message,
+                            ],
+                            separator=": ",
+                            ignore_nulls=True,
+                        )
+                    )
+                    .alias("error"),
+                    first_column(f, "num_output_tokens", dtype=pl.Int64).alias("output_tokens"),
+                    model.source_id(f"{source.display}:record ", pl.col("_rec")),
+                )
+            )
+        counted = aggregate.get("num_requests")
+        failed = int(aggregate.get("num_error_requests") or 0)
+        have_failed = sum(1 for r in records if r.get("error_code") is not None)
+        if isinstance(counted, int) and counted > len(records):
+            short_failed = max(0, failed - have_failed)
+            short_ok = counted - len(records) - short_failed
+            where = f"{source.display}:aggregated_metrics"
+            frames.append(placeholders(short_ok, True, where, None, concurrency=level))
+            frames.append(
+                placeholders(
+                    short_failed,
+                    False,
+                    where,
+                    None,
+                    "failed (counted by the aggregate only)",
+                    level,
+                )
+            )
+            result.notes.append(
+                f"{len(records)} per-request records, but the aggregate counts {counted} requests "
+                f"({failed} failed): {counted - len(records)} are counted from the aggregate only"
+            )
+        if not frames:
+            result.notes.append("no requests in the file")
+            return result
+        result.tester_summaries.append(
+            {
+                "tester": "genai-bench",
+                "scenario": aggregate.get("scenario"),
+                "concurrency": level,
+                "sent": counted,
+                "ok": aggregate.get("num_completed_requests"),
+                "failed": failed,
+                "errors": aggregate.get("error_codes_frequency") or {},
+            }
+        )
+        frame = place_on_clock(concat_frames(frames), ctx, result.notes, clock="none")
+        finish_requests(result, frame, source.display)
+        return result
