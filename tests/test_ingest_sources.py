@@ -89,3 +89,14 @@ def test_instance_names_of_rotated_and_dated_files(tmp_path):
     assert {instance_name(tmp_path / n) for n in names} == {"x"}
     assert instance_name(tmp_path / "gpu-0.log") == "gpu-0"
     assert instance_name(tmp_path / "metrics-8001.txt") == "metrics-8001"
+
+
+def test_a_restart_in_one_log_is_an_engine_event():
+    """corpus crash-restart: instance-2 was killed (SIGKILL, no shutdown line) and started
+    again, its new process appending to the same log."""
+    inputs = load([corpus("crash-restart") / "instance-2.log"], CTX)
+    events = inputs.tables["engine_events"]
+    (row,) = events.filter(events["kind"] == "restarted").iter_rows(named=True)
+    assert row["at"].isoformat().startswith("2026-12-01T15:04:24")
+    assert "killed or crashed" in row["detail"]
+    assert inputs.addresses == {"instance-2": ["127.0.0.1:8002"]}
