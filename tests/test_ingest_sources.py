@@ -100,3 +100,17 @@ def test_a_restart_in_one_log_is_an_engine_event():
     assert row["at"].isoformat().startswith("2026-12-01T15:04:24")
     assert "killed or crashed" in row["detail"]
     assert inputs.addresses == {"instance-2": ["127.0.0.1:8002"]}
+
+
+def test_configs_and_documents_are_named_not_read_as_logs():
+    from logforensics.ingest.sources import not_a_log
+
+    rsyslog = (corpus("syslog-healthy") / "rsyslog.conf").read_text().splitlines()
+    assert not_a_log(rsyslog, ".conf") == "an rsyslog configuration"  # its comments are no headings
+    haproxy = (corpus("syslog-healthy") / "haproxy.cfg").read_text().splitlines()
+    assert not_a_log(haproxy, ".cfg") == "an HAProxy configuration"
+    truth = (corpus("kv-tiny") / "GROUND_TRUTH.md").read_text().splitlines()[:40]
+    assert not_a_log(truth, ".md") == "a Markdown document"
+    assert not_a_log(["key = 1", "other = 2"], ".ini") == "a configuration file"
+    inputs = load([corpus("guidellm-kv") / "GROUND_TRUTH.md"], CTX)  # quotes vLLM lines
+    assert inputs.files[0].skipped == "not a log: a Markdown document"
