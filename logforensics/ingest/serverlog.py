@@ -7,7 +7,8 @@ nginx side-car). Each line first loses its runtime prefixes, outermost first:
 * ANSI colours (vLLM's level colours and the grey around its asctime, the
   cyan process tag, uvicorn's, LiteLLM's, the production-stack router's), also
   in caret notation (``^[[1;36m``, a trailing ``^M``) as ``cat -v`` saves them;
-* ``kubectl logs --prefix`` pod names ``[pod/NAME/CONTAINER] ``;
+* ``kubectl logs --prefix`` pod names ``[pod/NAME/CONTAINER] ``, ``docker compose
+  logs``' service names ``vllm-a-1  | `` (each its own instance);
 * a leading ISO 8601 stamp: ``docker logs -t`` / ``kubectl --timestamps``
   (RFC 3339, nine fraction digits, ``Z`` or an offset), the raw CRI file's
   ``stdout F`` tag, ``journalctl -o short-iso[-precise]``
@@ -51,6 +52,8 @@ ANSI_RE = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b"
 # ("^[[1;36m(VllmWorkerProcess pid=7)^[[0;0m INFO …"), and a carriage return as "^M".
 CARET_RE = r"\^\[\[[0-?]*[ -/]*[@-~]|\^\[|\^M$"
 KUBECTL_PREFIX_RE = r"^\[pod/(?P<pod>[^/\]\s]+)/(?P<container>[^\]\s]+)\] "
+# `docker compose logs`: "vllm-a-1  | …" (v2), "traefik_1  | …" (v1); one instance a service
+COMPOSE_PREFIX_RE = r"^(?P<service>[A-Za-z0-9][\w.-]*?[-_]\d+)\s+\| "
 # docker/kubectl/CRI/journal short-iso/plain ISO, with the journal's "host unit[pid]: "
 # or the CRI file's "stdout F " after it when present.
 ISO_PREFIX_RE = (
@@ -114,6 +117,7 @@ def _bsd_to_utc(text: pl.Expr, year: int, tz: str) -> pl.Expr:
 
 PREFIX_STEPS = (
     ("kubectl", KUBECTL_PREFIX_RE),
+    ("compose", COMPOSE_PREFIX_RE),
     ("rfc5424", RFC5424_PREFIX_RE),
     ("iso", ISO_PREFIX_RE),
     ("bsd", BSD_PREFIX_RE),
@@ -127,6 +131,7 @@ PREFIX_STEPS = (
 # so the costly extraction runs only for layers that do.
 PREFIX_GATES = {
     "kubectl": pl.col("_rest").str.starts_with("[pod/"),
+    "compose": pl.col("_rest").str.contains(r"^[A-Za-z0-9][\w.-]*?[-_]\d+\s+\| "),
     "rfc5424": pl.col("_rest").str.starts_with("<"),  # the layer's regex decides per line
     "iso": pl.col("_rest").str.contains(r"^\d{4}-\d{2}-\d{2}[T ]"),
     "bsd": pl.col("_rest").str.contains(rf"^(?:<\d{{1,3}}>)?(?:{MONTHS}) "),
@@ -274,10 +279,13 @@ def split_prefixes(
             "msg"
         ),
         (pl.col("level") if "vllm" in present else pl.lit(None, dtype=pl.Utf8)).alias("level"),
-        (
-            pl.coalesce(pl.col("pod"), pl.lit(instance))
-            if "kubectl" in present
-            else pl.lit(instance)
+        pl.coalesce(
+            *(
+                pl.col(c)
+                for c, layer in (("pod", "kubectl"), ("service", "compose"))
+                if layer in present
+            ),
+            pl.lit(instance),
         ).alias("instance"),
     )
     if "bracket" in present and frame.select(pl.col("bktod").is_not_null().any()).item():
