@@ -18,7 +18,6 @@ from logforensics.ingest.base import (
 from logforensics.ingest.toolkit import (
     QUOTED,
     ProxyLineFormat,
-    clf_time,
     dash_null,
     format_text,
     ms_duration,
@@ -70,7 +69,10 @@ class TraefikClf(ProxyLineFormat):
         status = pl.col("status").cast(pl.Int64, strict=False)
         gateway_error = status.is_in([502, 503, 504])
         frame = hits.with_columns(
-            (pl.coalesce(clf_time("time"), pl.col("at")) + ms_duration(pl.col("ms"))).alias("at"),
+            (
+                pl.coalesce(timeparse.clf_to_utc(pl.col("time")), pl.col("at"))
+                + ms_duration(pl.col("ms"))
+            ).alias("at"),
             status.alias("http_status"),
             service.alias("upstream"),
             pl.when(service.is_null())
