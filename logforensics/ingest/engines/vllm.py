@@ -344,6 +344,10 @@ class VllmProcess(RegexLineFormat):
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
         msg = pl.col("msg")
+        # a log with neither vLLM's stamp nor uvicorn's "INFO:" is no vLLM server's (a proxy's)
+        served = pl.col("level").is_not_null() | msg.str.starts_with("INFO:")
+        if not lines.select(served.any()).item():
+            return Claim(records=no_lines())
         starts = msg.str.contains("non-default args: ", literal=True)
         listening = msg.str.contains("Starting vLLM", literal=True) | msg.str.contains(
             "Uvicorn running on", literal=True

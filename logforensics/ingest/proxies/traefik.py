@@ -252,11 +252,10 @@ class TraefikDebug(ProxyLineFormat):
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
         msg = pl.col("msg")
-        gate = msg.str.starts_with("time=") | msg.str.contains(r"^(?:DEBU|INFO|WARN|ERRO|FATA)\[")
-        gate = gate | (msg.str.starts_with("{") & msg.str.contains('"msg"', literal=True))
-        candidates = lines.filter(gate)
-        if candidates.is_empty():
+        gate = msg.str.contains(r"^(?:time=|DEBU\[|INFO\[|WARN\[|ERRO\[|FATA\[|\{)")
+        if not lines.select(gate.any()).item():
             return Claim(records=no_lines())
+        candidates = lines.filter(gate)
         # (an access line in JSON carries "level"/"msg" too: its request fields tell it apart)
         hits = candidates.filter(
             msg.str.contains(TRAEFIK_LOG_RE) & ~msg.str.contains('"RequestMethod"', literal=True)
