@@ -114,3 +114,12 @@ def test_configs_and_documents_are_named_not_read_as_logs():
     assert not_a_log(["key = 1", "other = 2"], ".ini") == "a configuration file"
     inputs = load([corpus("guidellm-kv") / "GROUND_TRUTH.md"], CTX)  # quotes vLLM lines
     assert inputs.files[0].skipped == "not a log: a Markdown document"
+
+
+def test_a_prompts_file_is_prose_not_a_log():
+    from logforensics.ingest.sources import not_a_log
+
+    prompts = (corpus("compute-loadtest") / "lf-prompts.txt").read_text().splitlines()[:40]
+    assert not_a_log(prompts) == "prose (no timestamps, no fields)"
+    vllm = (corpus("kv-tiny") / "instance-1.log").read_text().splitlines()[:40]
+    assert not_a_log(vllm) is None

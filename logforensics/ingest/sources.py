@@ -241,4 +241,16 @@ def not_a_log(head: list[str], suffix: str = "") -> str | None:
         )
         if hits >= needed:
             return what
-    return "a configuration file" if config else None
+    if config:
+        return "a configuration file"
+    return "prose (no timestamps, no fields)" if _prose(head) else None
+
+
+PROSE_LINE = re.compile(r"^(?!.*\d{1,2}:\d{2}:\d{2})(?!.*[={}\[\]<>|])[^\t]{40,}$")
+
+
+def _prose(head: list[str]) -> bool:
+    """Sentences, line after line (a prompts file, notes): long lines of words with no
+    time of day and no field syntax, in nearly every line."""
+    worded = [line for line in head if PROSE_LINE.match(line) and line.count(" ") >= 6]
+    return len(head) >= 3 and len(worded) >= 0.8 * len(head)
