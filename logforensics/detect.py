@@ -126,8 +126,8 @@ def render_detect_table(rows: list[dict]) -> str:
     formats = [r.get("format") or "-" for r in rows]
     fmt_w = min(20, max([6, *map(len, formats)]))
     inst_w = 12
-    # the rest of the row takes 1 + fmt + 1 + inst + 1 + 31 columns; a longer name gets its own line
-    name_w = min(WIDTH - fmt_w - inst_w - 34, max([4, *map(len, names)]))
+    # the rest of the row takes 1 + fmt + 1 + inst + 33 columns; a longer name gets its own line
+    name_w = min(WIDTH - fmt_w - inst_w - 35, max([4, *map(len, names)]))
 
     def line(name, fmt, inst, *numbers) -> str:
         cells = [_fit(name, name_w).ljust(name_w), _fit(fmt, fmt_w).ljust(fmt_w)]

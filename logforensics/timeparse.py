@@ -5,8 +5,13 @@ Styles seen in real logs:
 * RFC 3339 / ISO 8601 (``docker logs -t``, ``kubectl logs --timestamps``,
   client JSON): nanoseconds, ``Z`` or an offset, or naive (then a zone is assumed);
 * vLLM's own yearless stamp ``INFO 02-24 06:16:03``: no year, no zone, whole
-  seconds, in the server's local time;
-* epoch seconds / nanoseconds (client result files).
+  seconds, in the server's local time; a log that crosses New Year rolls over;
+* CLF ``24/Feb/2026:06:16:03 +0000`` (nginx, Traefik), and naive layouts in a
+  known zone (HAProxy's accept date, nginx's error.log, ``http.server``'s
+  ``01/Dec/2026 14:33:36``);
+* BSD syslog ``Feb 24 06:16:03`` (no year; journald ``-o short``, RFC 3164);
+* time of day only (SGLang's ``[16:43:29 TP0]``), dated by a neighbouring line;
+* epoch seconds / milliseconds / microseconds / nanoseconds (client result files).
 """
 
 from __future__ import annotations
@@ -62,11 +67,63 @@ def yearless_to_utc(text: pl.Expr, year: int, assume_tz: str = "UTC") -> pl.Expr
 def roll_years(stamps: pl.Expr) -> pl.Expr:
     """Add a year to every yearless stamp after the log wrapped past 31 Dec.
 
-    A wrap is a step back of more than 300 days between consecutive stamps.
+    A wrap is a step back of more than 300 days from the last stamp seen (lines
+    without a stamp in between do not break the chain).
     """
-    back = stamps.diff() < pl.duration(days=-300)
+    previous = stamps.forward_fill().shift(1)
+    back = (stamps - previous) < pl.duration(days=-300)
     wraps = back.fill_null(False).cast(pl.Int32).cum_sum()
     return stamps.dt.offset_by(pl.format("{}y", wraps))
+
+
+def clf_to_utc(text: pl.Expr) -> pl.Expr:
+    """``24/Feb/2026:06:16:03 +0000`` (nginx ``$time_local``, Traefik CLF) to UTC."""
+    return text.str.to_datetime(
+        "%d/%b/%Y:%H:%M:%S %z", time_unit="us", strict=False
+    ).dt.convert_time_zone("UTC")
+
+
+def naive_to_utc(text: pl.Expr, fmt: str, tz: str) -> pl.Expr:
+    """A stamp in layout `fmt` with no zone of its own, read in `tz`."""
+    return (
+        text.str.to_datetime(fmt, time_unit="us", strict=False)
+        .dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
+        .dt.convert_time_zone("UTC")
+    )
+
+
+def bsd_to_utc(text: pl.Expr, year: int, tz: str) -> pl.Expr:
+    """BSD syslog ``Feb  4 06:16:03[.123456]`` in `year` and `tz` (roll with `roll_years`)."""
+    day = text.str.replace(r"^(\w{3}) +(\d) ", "${1} 0${2} ").str.replace(r"^(\w{3}) +", "${1} ")
+    whole = naive_to_utc(
+        pl.concat_str([pl.lit(f"{year} "), day.str.replace(r"\.\d+$", "")]), "%Y %b %d %H:%M:%S", tz
+    )
+    fraction = text.str.extract(r"\.(\d{1,6})$", 1).str.pad_end(6, "0").cast(pl.Int64).fill_null(0)
+    return whole + pl.duration(microseconds=fraction)
+
+
+def time_of_day_to_utc(text: pl.Expr, dated: pl.Expr, tz: str) -> pl.Expr:
+    """``HH:MM:SS[.f]`` dated by the nearest dated stamp (`dated`, earlier else later).
+
+    A step back of more than 12 h is the next day; a step back of seconds (lines of
+    several processes) is not. Without any dated stamp the result is null.
+    """
+    day = (
+        dated.dt.convert_time_zone(tz)
+        .dt.replace_time_zone(None)
+        .dt.truncate("1d")
+        .forward_fill()
+        .backward_fill()
+    )
+    tod = text.str.replace(",", ".").str.to_time("%H:%M:%S%.f", strict=False)
+    ns = tod.cast(pl.Int64)
+    wraps = (ns < ns.forward_fill().shift(1) - 12 * 3600 * 10**9).fill_null(False).cum_sum()
+    return (
+        day.dt.combine(tod)
+        .dt.offset_by(pl.format("{}d", wraps))
+        .dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
+        .dt.convert_time_zone("UTC")
+    )
 
 
 def epoch_to_utc(value: pl.Expr) -> pl.Expr:

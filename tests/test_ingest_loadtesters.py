@@ -499,3 +499,27 @@ def test_aiperf_013_artifact_folder(tmp_path):
         (4, 8, 6, 2),
         (8, 16, 16, 0),
     ]  # fmt: skip  (the 64 cell's run failed before AIPerf wrote its summary)
+
+
+def test_llmperf_summary_beside_its_responses(tmp_path):
+    """token_benchmark_ray.py writes {model}_{in}_{out}_summary.json beside the individual
+    responses: its num_concurrent_requests is the requests' concurrency, its figures the
+    tester's own."""
+    from logforensics.ingest.base import SAMPLES_DIR
+    from logforensics.ingest.inputs import load
+
+    shutil.copy(
+        DATA / "llmperf_individual_responses.json", tmp_path / "m_550_150_individual_responses.json"
+    )
+    shutil.copy(SAMPLES_DIR / "llmperf_summary.json", tmp_path / "m_550_150_summary.json")
+    inputs = load([tmp_path], CTX)
+    rows = inputs.tables["client_requests"]
+    assert rows.height > 0 and set(rows["concurrency"]) == {5}
+    (summary,) = inputs.tester_summaries
+    assert (summary["concurrency"], summary["sent"], summary["ok"], summary["failed"]) == (
+        5,
+        50,
+        48,
+        2,
+    )
+    assert summary["latency_s"]["p95"] == 1.61

@@ -13,7 +13,14 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logforensics.ingest import FILE_FORMATS, InputError, ParseContext, SourceFile, detect
+from logforensics.ingest import (
+    FILE_FORMATS,
+    LINE_FORMATS,
+    InputError,
+    ParseContext,
+    SourceFile,
+    detect,
+)
 from logforensics.ingest.serverlog import classify_lines
 
 CTX = ParseContext(year=2026)
@@ -294,3 +301,46 @@ def test_native_line_reading_equals_splitting_the_decoded_text(data, gzipped):
         assert lines["text"].to_list() == expected
         assert lines["line_no"].to_list() == list(range(1, len(expected) + 1))
         assert SourceFile(path, "x.log", "x").facts["undecodable"] == (b"\xff" in data)
+
+
+# Every line format's own real samples (its registry entry), each kept whole (a traceback
+# is one block), mixed with garbage: each sample's lines keep their fate. Formats that
+# change how *later* lines read (a shutdown phase) are left out: their effect is not local.
+SAMPLE_ITEMS = [
+    (sample.read().split("\n"), {"parsed", "noise"} if sample.status == "any" else {sample.status})
+    for fmt in LINE_FORMATS.values()
+    if not fmt.supersedes
+    for sample in fmt.samples
+]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    entries=st.lists(st.one_of(st.sampled_from(range(len(SAMPLE_ITEMS))), garbage), max_size=25),
+    role=st.sampled_from(["server", "proxy"]),
+)
+def test_registry_samples_mixed_with_garbage_keep_their_fate(entries, role):
+    chunks: list[bytes] = []
+    expected: dict[int, set[str]] = {}
+    for entry in entries:
+        if isinstance(entry, bytes):
+            chunks.append(entry.replace(b"\r", b""))
+            continue
+        lines, want = SAMPLE_ITEMS[entry]
+        for line in lines:
+            chunks.append(line.encode())
+            expected[len(chunks)] = want
+    data = b"\n".join(chunks) + (b"\n" if chunks else b"")
+    if data[:2] == b"\x1f\x8b":
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "mixed.log"
+        path.write_bytes(data)
+        source = SourceFile(path, "mixed.log", "mixed")
+        fmt = FILE_FORMATS["proxy_log" if role == "proxy" else "server_log"]
+        result = fmt.parse(source, CTX)
+        fates = classify_lines(source, CTX, role)
+    assert result.parsed + result.noise + result.unparsed == result.lines == len(chunks)
+    status = dict(zip(fates["line_no"].to_list(), fates["status"].to_list(), strict=True))
+    for line_no, want in expected.items():
+        assert status[line_no] in want, (line_no, chunks[line_no - 1], status[line_no])

@@ -655,3 +655,41 @@ def test_proxy_frames_have_the_canonical_schema():
     result = detect(source).parse(source, CTX)
     for name, frame in result.tables.items():
         assert frame.schema == pl.Schema(model.SCHEMAS[name]), name
+
+
+def test_traefik_debug_forwarding_lines_name_the_backend(tmp_path):
+    """Traefik's own --log.level=DEBUG lines, as quoted in traefik/traefik#6290 (logrus text
+    behind a compose prefix) and #5017 (JSON): the backend each request was forwarded to."""
+    text = (
+        'traefik_1  | time="2020-02-07T11:20:48Z" level=debug msg="vulcand/oxy/roundrobin/rr: '
+        'Forwarding this request to URL" ForwardURL="http://172.29.0.4:80" Request="{\\"Method\\":'
+        '\\"GET\\",\\"RequestURI\\":\\"/v1/models\\"}"\n'
+        'traefik_1  | time="2020-02-07T11:20:48Z" level=debug msg="vulcand/oxy/roundrobin/rr: '
+        'completed ServeHttp on request" Request="{}"\n'
+        '{"ForwardURL":{"Scheme":"http","Opaque":"","User":null,"Host":"10.244.2.56:80"},'
+        '"Request":"{}","level":"debug","msg":"vulcand/oxy/roundrobin/rr: Forwarding this request '
+        'to URL","time":"2019-06-25T11:25:05Z"}\n'
+    )
+    fmt, result = parse(tmp_path, text, "traefik.log")
+    assert fmt is FILE_FORMATS["proxy_log"]
+    assert (result.parsed, result.noise, result.unparsed) == (2, 1, 0)
+    rows = result.table("proxy_requests")
+    assert rows["upstream"].to_list() == ["http://172.29.0.4:80", "http://10.244.2.56:80"]
+    assert rows["method"].to_list() == ["GET", None]
+    assert rows["path"].to_list() == ["/v1/models", None]
+    assert rows["at"].to_list() == [t(2020, 2, 7, 11, 20, 48), t(2019, 6, 25, 11, 25, 5)]
+
+
+def test_nginx_json_lines_of_a_real_crash(tmp_path):
+    """corpus crash-failover: nginx 1.22.1 writing one JSON object per request."""
+    from tests.conftest import corpus
+
+    path = corpus("crash-failover") / "nginx-access.log"
+    src = SourceFile(path, path.name, "nginx")
+    result = detect(src).parse(src, CTX)
+    assert result.formats == ["nginx_json"] and result.unparsed == 0
+    rows = result.table("proxy_requests")
+    assert rows.height == 41 and rows["request_id"].is_not_null().all()
+    # a retry (proxy_next_upstream) lists both attempts, as nginx wrote them
+    tried = set(rows["upstream"].drop_nulls().str.split(", ").explode())
+    assert tried == {"127.0.0.1:8001", "127.0.0.1:8002"}

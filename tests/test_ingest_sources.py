@@ -89,3 +89,37 @@ def test_instance_names_of_rotated_and_dated_files(tmp_path):
     assert {instance_name(tmp_path / n) for n in names} == {"x"}
     assert instance_name(tmp_path / "gpu-0.log") == "gpu-0"
     assert instance_name(tmp_path / "metrics-8001.txt") == "metrics-8001"
+
+
+def test_a_restart_in_one_log_is_an_engine_event():
+    """corpus crash-restart: instance-2 was killed (SIGKILL, no shutdown line) and started
+    again, its new process appending to the same log."""
+    inputs = load([corpus("crash-restart") / "instance-2.log"], CTX)
+    events = inputs.tables["engine_events"]
+    (row,) = events.filter(events["kind"] == "restarted").iter_rows(named=True)
+    assert row["at"].isoformat().startswith("2026-12-01T15:04:24")
+    assert "killed or crashed" in row["detail"]
+    assert inputs.addresses == {"instance-2": ["127.0.0.1:8002"]}
+
+
+def test_configs_and_documents_are_named_not_read_as_logs():
+    from logforensics.ingest.sources import not_a_log
+
+    rsyslog = (corpus("syslog-healthy") / "rsyslog.conf").read_text().splitlines()
+    assert not_a_log(rsyslog, ".conf") == "an rsyslog configuration"  # its comments are no headings
+    haproxy = (corpus("syslog-healthy") / "haproxy.cfg").read_text().splitlines()
+    assert not_a_log(haproxy, ".cfg") == "an HAProxy configuration"
+    truth = (corpus("kv-tiny") / "GROUND_TRUTH.md").read_text().splitlines()[:40]
+    assert not_a_log(truth, ".md") == "a Markdown document"
+    assert not_a_log(["key = 1", "other = 2"], ".ini") == "a configuration file"
+    inputs = load([corpus("guidellm-kv") / "GROUND_TRUTH.md"], CTX)  # quotes vLLM lines
+    assert inputs.files[0].skipped == "not a log: a Markdown document"
+
+
+def test_a_prompts_file_is_prose_not_a_log():
+    from logforensics.ingest.sources import not_a_log
+
+    prompts = (corpus("compute-loadtest") / "lf-prompts.txt").read_text().splitlines()[:40]
+    assert not_a_log(prompts) == "prose (no timestamps, no fields)"
+    vllm = (corpus("kv-tiny") / "instance-1.log").read_text().splitlines()[:40]
+    assert not_a_log(vllm) is None

@@ -51,7 +51,8 @@ def test_line_format_claims_its_samples(tmp_path, fmt, i, sample):
     source = _source(tmp_path, f"{fmt.name}.log", sample.read())
     fates = classify_lines(source, CTX, sample.role)
     assert fates["format"].to_list() == [fmt.name] * fates.height, fates.rows()
-    assert set(fates["status"]) == {sample.status}
+    if sample.status != "any":  # "any": its lines, records or noise (a first start vs later)
+        assert set(fates["status"]) == {sample.status}
     frame = prepared_lines(source, CTX, sample.role)
     for other in LINE_FORMATS.values():
         if other is not fmt and not other.fallback and other.name not in fmt.supersedes:

@@ -52,3 +52,40 @@ def test_yearless_stamp_in_server_local_time():
 def test_epoch_units_told_apart_by_magnitude(value):
     [t] = convert([value], timeparse.epoch_to_utc)
     assert t == dt.datetime(2026, 2, 24, 6, 16, 3, 500000, tzinfo=UTC)
+
+
+def test_clf_bsd_naive_and_time_of_day_styles():
+    frame = pl.DataFrame(
+        {
+            "clf": ["24/Feb/2026:15:16:03 +0900", None],
+            "bsd": ["Feb  4 06:16:03", "Dec 31 23:59:59.250"],
+            "naive": ["01/Dec/2026 14:33:36", "garbage"],
+        }
+    )
+    out = frame.select(
+        timeparse.clf_to_utc(pl.col("clf")).alias("clf"),
+        timeparse.bsd_to_utc(pl.col("bsd"), 2026, "UTC").alias("bsd"),
+        timeparse.naive_to_utc(pl.col("naive"), "%d/%b/%Y %H:%M:%S", "Asia/Seoul").alias("naive"),
+    )
+    utc = dt.timezone.utc
+    assert out["clf"].to_list() == [dt.datetime(2026, 2, 24, 6, 16, 3, tzinfo=utc), None]
+    assert out["bsd"].to_list() == [
+        dt.datetime(2026, 2, 4, 6, 16, 3, tzinfo=utc),
+        dt.datetime(2026, 12, 31, 23, 59, 59, 250000, tzinfo=utc),
+    ]
+    assert out["naive"].to_list() == [dt.datetime(2026, 12, 1, 5, 33, 36, tzinfo=utc), None]
+
+
+def test_time_of_day_is_dated_by_its_neighbours_and_rolls_over_midnight():
+    dated = [dt.datetime(2026, 2, 24, 23, 59, 58, tzinfo=dt.timezone.utc), None, None, None]
+    frame = pl.DataFrame(
+        {"tod": ["23:59:58", "23:59:59", "23:59:57", "00:00:01"], "at": dated},
+        schema={"tod": pl.Utf8, "at": pl.Datetime("us", "UTC")},
+    )
+    out = frame.select(timeparse.time_of_day_to_utc(pl.col("tod"), pl.col("at"), "UTC"))
+    assert [t.isoformat() for t in out.to_series()] == [
+        "2026-02-24T23:59:58+00:00",
+        "2026-02-24T23:59:59+00:00",
+        "2026-02-24T23:59:57+00:00",  # another rank's line, seconds back: the same day
+        "2026-02-25T00:00:01+00:00",
+    ]

@@ -291,7 +291,8 @@ class Sample:
     `text` holds lines as they appear in a file; a whole-file sample names a
     file under ``ingest/samples/`` instead. `role` is the file role a line
     sample is read in (``server`` or ``proxy``), `status` what its lines
-    become (``parsed`` or ``noise``), `tables` the rows it gives, where said.
+    become (``parsed``, ``noise``, or ``any`` of the two), `tables` the rows it
+    gives, where said.
     The registry test reads every sample with every format.
     """
 

@@ -99,13 +99,15 @@ def _read_one(
         if entry and (hit := cache.load(cache_dir, entry)):
             return source, *hit, None
         # a document or config that quotes log lines (a write-up, a GROUND_TRUTH.md)
-        if path.suffix.lower() in DOCUMENT_SUFFIXES and (what := not_a_log(source.head())):
+        if path.suffix.lower() in DOCUMENT_SUFFIXES and (
+            what := not_a_log(source.head(), path.suffix)
+        ):
             return source, None, None, f"not a log: {what}"
         fmt = detect(source)
         if fmt is None:
             if source.is_blank():
                 return source, None, None, "empty file"
-            what = not_a_log(source.head())
+            what = not_a_log(source.head(), path.suffix)
             return source, None, None, f"not a log: {what}" if what else "no known format"
         result = fmt.parse(source, ctx)
         source.release()

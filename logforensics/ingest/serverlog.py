@@ -7,7 +7,8 @@ nginx side-car). Each line first loses its runtime prefixes, outermost first:
 * ANSI colours (vLLM's level colours and the grey around its asctime, the
   cyan process tag, uvicorn's, LiteLLM's, the production-stack router's), also
   in caret notation (``^[[1;36m``, a trailing ``^M``) as ``cat -v`` saves them;
-* ``kubectl logs --prefix`` pod names ``[pod/NAME/CONTAINER] ``;
+* ``kubectl logs --prefix`` pod names ``[pod/NAME/CONTAINER] ``, ``docker compose
+  logs``' service names ``vllm-a-1  | `` (each its own instance);
 * a leading ISO 8601 stamp: ``docker logs -t`` / ``kubectl --timestamps``
   (RFC 3339, nine fraction digits, ``Z`` or an offset), the raw CRI file's
   ``stdout F`` tag, ``journalctl -o short-iso[-precise]``
@@ -51,6 +52,8 @@ ANSI_RE = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b"
 # ("^[[1;36m(VllmWorkerProcess pid=7)^[[0;0m INFO …"), and a carriage return as "^M".
 CARET_RE = r"\^\[\[[0-?]*[ -/]*[@-~]|\^\[|\^M$"
 KUBECTL_PREFIX_RE = r"^\[pod/(?P<pod>[^/\]\s]+)/(?P<container>[^\]\s]+)\] "
+# `docker compose logs`: "vllm-a-1  | …" (v2), "traefik_1  | …" (v1); one instance a service
+COMPOSE_PREFIX_RE = r"^(?P<service>[A-Za-z0-9][\w.-]*?[-_]\d+)\s+\| "
 # docker/kubectl/CRI/journal short-iso/plain ISO, with the journal's "host unit[pid]: "
 # or the CRI file's "stdout F " after it when present.
 ISO_PREFIX_RE = (
@@ -91,29 +94,9 @@ WHOLE_SECOND_S = 1.0
 VLLM_STAMP_PRECISION_S = 1.0
 
 
-def _roll(stamps: pl.Expr) -> pl.Expr:
-    """Add a year to yearless stamps after the log wraps past 31 Dec (a step back > 300 days)."""
-    previous = stamps.forward_fill().shift(1)
-    back = (stamps - previous) < pl.duration(days=-300)
-    wraps = back.fill_null(False).cast(pl.Int32).cum_sum()
-    return stamps.dt.offset_by(pl.format("{}y", wraps))
-
-
-def _bsd_to_utc(text: pl.Expr, year: int, tz: str) -> pl.Expr:
-    day = text.str.replace(r"^(\w{3}) +(\d) ", "${1} 0${2} ").str.replace(r"^(\w{3}) +", "${1} ")
-    return pl.concat_str([pl.lit(f"{year} "), day.str.replace(r"\.\d+$", "")]).str.to_datetime(
-        "%Y %b %d %H:%M:%S", time_unit="us", strict=False
-    ).dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null").dt.convert_time_zone(
-        "UTC"
-    ) + pl.duration(
-        microseconds=(
-            text.str.extract(r"\.(\d{1,6})$", 1).str.pad_end(6, "0").cast(pl.Int64).fill_null(0)
-        )
-    )
-
-
 PREFIX_STEPS = (
     ("kubectl", KUBECTL_PREFIX_RE),
+    ("compose", COMPOSE_PREFIX_RE),
     ("rfc5424", RFC5424_PREFIX_RE),
     ("iso", ISO_PREFIX_RE),
     ("bsd", BSD_PREFIX_RE),
@@ -127,6 +110,7 @@ PREFIX_STEPS = (
 # so the costly extraction runs only for layers that do.
 PREFIX_GATES = {
     "kubectl": pl.col("_rest").str.starts_with("[pod/"),
+    "compose": pl.col("_rest").str.contains(r"^[A-Za-z0-9][\w.-]*?[-_]\d+\s+\| "),
     "rfc5424": pl.col("_rest").str.starts_with("<"),  # the layer's regex decides per line
     "iso": pl.col("_rest").str.contains(r"^\d{4}-\d{2}-\d{2}[T ]"),
     "bsd": pl.col("_rest").str.contains(rf"^(?:<\d{{1,3}}>)?(?:{MONTHS}) "),
@@ -191,7 +175,10 @@ def _layer_times(frame: pl.DataFrame, present: set[str], year: int, server_tz: s
         layers.append((pl.col("_iso_at"), _frac_precision("isofrac")))
     if "bsd" in present:
         layers.append(
-            (_roll(_bsd_to_utc(pl.col("bsd"), year, server_tz)), _frac_precision("bsdfrac"))
+            (
+                timeparse.roll_years(timeparse.bsd_to_utc(pl.col("bsd"), year, server_tz)),
+                _frac_precision("bsdfrac"),
+            )
         )
     if "iso2" in present:
         frame = frame.with_columns(
@@ -201,10 +188,12 @@ def _layer_times(frame: pl.DataFrame, present: set[str], year: int, server_tz: s
     if "bracket" in present:
         frame = frame.with_columns(timeparse.parse_iso(frame["bk"], server_tz).alias("_bk_at"))
         layers.append((pl.col("_bk_at"), _frac_precision("bkfrac")))
-        bkmd_at = _roll(timeparse.yearless_to_utc(pl.col("bkmd"), year, server_tz))
+        bkmd_at = timeparse.roll_years(timeparse.yearless_to_utc(pl.col("bkmd"), year, server_tz))
         layers.append((bkmd_at, pl.lit(WHOLE_SECOND_S)))
     if "vllm" in present:
-        vllm_at = _roll(timeparse.yearless_to_utc(pl.col("md"), year, server_tz)) + pl.duration(
+        vllm_at = timeparse.roll_years(
+            timeparse.yearless_to_utc(pl.col("md"), year, server_tz)
+        ) + pl.duration(
             microseconds=(pl.col("mdfrac").cast(pl.Float64, strict=False).fill_null(0.0) * 1e6)
             .round(0)
             .cast(pl.Int64)
@@ -219,27 +208,9 @@ def _layer_times(frame: pl.DataFrame, present: set[str], year: int, server_tz: s
 
 
 def _date_times_of_day(frame: pl.DataFrame, server_tz: str) -> pl.DataFrame:
-    """Time-only stamps (SGLang's ``[16:43:29 TP0]``) dated by the nearest dated line of the
-    file (earlier, else later); a step back of more than 12 h is the next day (lines of
-    several TP ranks may step back by seconds: that is no new day). Without any dated line
-    they stay untimed."""
-    day = (
-        pl.col("own_at")
-        .dt.convert_time_zone(server_tz)
-        .dt.replace_time_zone(None)
-        .dt.truncate("1d")
-        .forward_fill()
-        .backward_fill()
-    )
-    tod = pl.col("bktod").str.replace(",", ".").str.to_time("%H:%M:%S%.f", strict=False)
-    ns = tod.cast(pl.Int64)
-    wraps = (ns < ns.forward_fill().shift(1) - 12 * 3600 * 10**9).fill_null(False).cum_sum()
-    at = (
-        day.dt.combine(tod)
-        .dt.offset_by(pl.format("{}d", wraps))
-        .dt.replace_time_zone(server_tz, ambiguous="earliest", non_existent="null")
-        .dt.convert_time_zone("UTC")
-    )
+    """Time-only stamps (SGLang's ``[16:43:29 TP0]``) dated by the file's nearest dated
+    line; without any they stay untimed."""
+    at = timeparse.time_of_day_to_utc(pl.col("bktod"), pl.col("own_at"), server_tz)
     return frame.with_columns(
         pl.coalesce(pl.col("own_at"), at).alias("own_at"),
         pl.when(pl.col("own_at").is_null() & at.is_not_null())
@@ -274,10 +245,13 @@ def split_prefixes(
             "msg"
         ),
         (pl.col("level") if "vllm" in present else pl.lit(None, dtype=pl.Utf8)).alias("level"),
-        (
-            pl.coalesce(pl.col("pod"), pl.lit(instance))
-            if "kubectl" in present
-            else pl.lit(instance)
+        pl.coalesce(
+            *(
+                pl.col(c)
+                for c, layer in (("pod", "kubectl"), ("service", "compose"))
+                if layer in present
+            ),
+            pl.lit(instance),
         ).alias("instance"),
     )
     if "bracket" in present and frame.select(pl.col("bktod").is_not_null().any()).item():

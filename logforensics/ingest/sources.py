@@ -215,19 +215,42 @@ NOT_LOGS = {
     r"|server\s*\{|location\s|proxy_pass\s|listen\s+\S+;|log_format\s|access_log\s)",
     "an HAProxy configuration": r"^(?:global|defaults|frontend\s+\S+|backend\s+\S+|listen\s+\S+)\s*$"
     r"|^\s+(?:mode\s+(?:http|tcp)|balance\s+\w+|server\s+\S+\s+\S+:\d+|timeout\s+\w+\s+\S+)",
+    "an rsyslog configuration": r"^\s*(?:module|input|global|template|action|ruleset)\(|^\$[A-Z]\w+ "
+    r"|^if \$(?:programname|syslogtag)",
     "a Markdown document": r"^#{1,6} \S|^\|[-| :]+\|$|^(?:[-*]|\d+\.) \S",
     "a script": r"^#!/",
 }
 NOT_LOG_MIN_LINES = 2
+CONFIG_SUFFIXES = {".conf", ".cfg", ".ini", ".toml"}
 
 
-def not_a_log(head: list[str]) -> str | None:
-    """What a file of no known format is, where it is plainly not a log (else None)."""
+def not_a_log(head: list[str], suffix: str = "") -> str | None:
+    """What a file of no known format is, where it is plainly not a log (else None).
+
+    A file named as a configuration is never taken for a Markdown document (its
+    comments look like headings): it is a configuration of a kind, or of no kind.
+    """
+    config = suffix.lower() in CONFIG_SUFFIXES
     for what, pattern in NOT_LOGS.items():
+        if config and what == "a Markdown document":
+            continue
         rx = re.compile(pattern)
         hits = sum(bool(rx.search(line)) for line in head)
-        if hits >= (
+        needed = (
             1 if what == "a script" and head and head[0].startswith("#!") else NOT_LOG_MIN_LINES
-        ):
+        )
+        if hits >= needed:
             return what
-    return None
+    if config:
+        return "a configuration file"
+    return "prose (no timestamps, no fields)" if _prose(head) else None
+
+
+PROSE_LINE = re.compile(r"^(?!.*\d{1,2}:\d{2}:\d{2})(?!.*[={}\[\]<>|])[^\t]{40,}$")
+
+
+def _prose(head: list[str]) -> bool:
+    """Sentences, line after line (a prompts file, notes): long lines of words with no
+    time of day and no field syntax, in nearly every line."""
+    worded = [line for line in head if PROSE_LINE.match(line) and line.count(" ") >= 6]
+    return len(head) >= 3 and len(worded) >= 0.8 * len(head)

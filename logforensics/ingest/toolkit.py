@@ -1,9 +1,10 @@
 """Helpers the formats share, public so that no format imports another's private names.
 
-Sections: reading lines and JSON (`decode_json_objects`, `source_expr`), line formats (`RegexLineFormat`, `first_kind`,
-`msg_number`), proxies (`ProxyLineFormat`, `proxy_rows`, `proxy_failures`,
-`clf_time`), and load testers' records (`status_from_text`, `to_seconds`,
-`place_on_clock`, `finish_requests`, `placeholders`).
+Sections: reading lines and JSON (`decode_json_objects`, `source_expr`), line
+formats (`RegexLineFormat`, `first_kind`, `msg_number`), proxies
+(`ProxyLineFormat`, `proxy_rows`, `proxy_failures`, `dash_null`), and load
+testers' records (`status_from_text`, `to_seconds`, `place_on_clock`,
+`finish_requests`, `placeholders`). Timestamp styles live in `timeparse`.
 """
 
 from __future__ import annotations
@@ -137,24 +138,6 @@ def dash_null(col: str) -> pl.Expr:
 
 def ms_duration(expr: pl.Expr) -> pl.Expr:
     return pl.duration(microseconds=(expr.cast(pl.Float64) * 1000).round(0).cast(pl.Int64))
-
-
-def clf_time(col: str) -> pl.Expr:
-    """``24/Feb/2026:06:16:03 +0000`` (nginx ``$time_local``, Traefik CLF) to UTC."""
-    return (
-        pl.col(col)
-        .str.to_datetime("%d/%b/%Y:%H:%M:%S %z", time_unit="us", strict=False)
-        .dt.convert_time_zone("UTC")
-    )
-
-
-def naive_time(col: str, fmt: str, tz: str) -> pl.Expr:
-    return (
-        pl.col(col)
-        .str.to_datetime(fmt, time_unit="us", strict=False)
-        .dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
-        .dt.convert_time_zone("UTC")
-    )
 
 
 class ProxyLineFormat(RegexLineFormat):

@@ -7,6 +7,10 @@
   validation error``), printed by ``tracing_subscriber``'s default text
   layer: ``<RFC 3339 stamp>  INFO generate{parameters=… total_time="…"}:
   text_generation_router::server: router/src/server.rs:305: Success``.
+* text-embeddings-inference (``huggingface/text-embeddings-inference``
+  ``router/src/http/server.rs``): the same tracing layout, target
+  ``text_embeddings_router``, ``embed`` / ``rerank`` spans; durations print
+  ``µs`` with U+00B5.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from logforensics.ingest.toolkit import (
 
 TGI_RE = (
     r"^\s*(?P<lvl>TRACE|DEBUG|INFO|WARN|ERROR) (?:(?P<spans>.*?): )?"
-    r"(?P<target>text_generation_\w+(?:::\w+)*): (?:(?P<file>[\w/.-]+\.rs):(?P<line>\d+): )?"
+    r"(?P<target>text_(?:generation|embeddings)_\w+(?:::\w+)*): "
+    r"(?:(?P<file>[\w/.-]+\.rs):(?P<line>\d+): )?"
     r"(?P<message>.*)$"
 )
 TGI_ENDPOINTS = {
@@ -35,6 +40,10 @@ TGI_ENDPOINTS = {
     "completions": "/v1/completions",
     "generate_stream": "/generate_stream",
     "generate": "/generate",
+    # text-embeddings-inference's spans (router/src/http/server.rs)
+    "embed": "/embed",
+    "openai_embed": "/v1/embeddings",
+    "rerank": "/rerank",
 }
 TGI_ERRORS = {
     "oom": r"CUDA out of memory|OutOfMemoryError",
@@ -67,8 +76,19 @@ class TgiRouter(RegexLineFormat):
             "text_generation_router::server: router/src/server.rs:305: Success",
             tables=(("server_requests", 1),),
         ),
+        Sample(
+            "layout of text-embeddings-inference router/src/http/server.rs (the embed span's "
+            "timings, µ as tracing prints a Duration) behind a docker compose prefix; values "
+            "invented",
+            'tei-1  | 2026-02-24T06:16:45.001234Z  INFO embed{total_time="8.2ms" '
+            'tokenization_time="1.2ms" queue_time="530.1µs" inference_time="6.3ms"}: '
+            "text_embeddings_router::http::server: router/src/http/server.rs:706: Success",
+            tables=(("server_requests", 1),),
+        ),
     )
-    pattern = r"^\s*(?:TRACE|DEBUG|INFO|WARN|ERROR) .*?text_generation_\w+(?:::\w+)*: "
+    pattern = (
+        r"^\s*(?:TRACE|DEBUG|INFO|WARN|ERROR) .*?text_(?:generation|embeddings)_\w+(?:::\w+)*: "
+    )
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
         hits = (
@@ -78,7 +98,8 @@ class TgiRouter(RegexLineFormat):
             .filter(pl.col("lvl").is_not_null())
         )
         span = pl.col("spans").str.extract(
-            r"\b(chat_completions|completions|generate_stream|generate)\{", 1
+            r"\b(chat_completions|completions|generate_stream|generate|openai_embed|embed|rerank)\{",
+            1,
         )
         success = hits.filter((pl.col("message") == "Success") & span.is_not_null())
         access = success.select(

@@ -256,18 +256,37 @@ STARTUP_RE = (
 )
 
 
-@register_line_format
-class VllmShutdown(RegexLineFormat):
-    """What a server prints after an orderly shutdown began (until it starts again) is noise.
+# "Starting vLLM server on http://127.0.0.1:8001" (0.32), "Starting vLLM API server 0 on
+# http://0.0.0.0:8000" (0.10–0.11), older "Starting vLLM API server on …", uvicorn's own.
+LISTEN_URL_RE = (
+    r"(?:Starting vLLM (?:API )?server(?: \d+)? on|Uvicorn running on) "
+    r"(?:https?://)?(?P<address>[^\s/]+)"
+)
+ARGS_RE = r"non-default args: \{"
 
-    vLLM 0.32.0 (corpus compute-loadtest) logs ``EngineDeadError`` and a traceback
-    *after* ``[shutdown] API server: shutdown triggered``: the engine was told to
-    stop, it did not die. A real engine death comes before any shutdown line, and
-    a killed process prints none. Request lines and stats there keep their formats
-    (they claim first).
+
+@register_line_format
+class VllmProcess(RegexLineFormat):
+    """A server process's life in its log: an orderly shutdown, and a restart.
+
+    What a server prints after an orderly shutdown began (until it starts again) is
+    noise: vLLM 0.32.0 (corpus compute-loadtest) logs ``EngineDeadError`` and a
+    traceback *after* ``[shutdown] API server: shutdown triggered``; the engine was
+    told to stop, it did not die. A real engine death comes before any shutdown line,
+    and a killed process prints none. Request lines and stats there keep their
+    formats (they claim first).
+
+    A second start-up in one log (``non-default args: …`` again, corpus
+    crash-restart) is an `engine_events` ``restarted`` row: the instance went away
+    and came back, after an orderly shutdown or (no shutdown line) killed or crashed.
+
+    Its start-up lines name the address it serves on (`ParseResult.addresses`): a
+    proxy's upstream address or a saved ``/metrics`` scrape named by port is mapped
+    to the instance whose start-up names it. From ``non-default args: {…}`` only a
+    printed ``'port'`` (with ``'host'`` where printed: ``host:port``, else ``:port``).
     """
 
-    name = "vllm_shutdown"
+    name = "vllm_process"
     priority = 13
     samples = (
         Sample(
@@ -289,54 +308,18 @@ class VllmShutdown(RegexLineFormat):
             "INFO:     Shutting down",
             status="noise",
         ),
-    )
-    decisive = False
-    supersedes = ("python_traceback", "vllm_pressure", "runtime_chatter")
-    pattern = SHUTDOWN_RE
-
-    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
-        msg = pl.col("msg")
-        gate = (
-            msg.str.contains("hutdown", literal=True)
-            | msg.str.contains("Shutting down", literal=True)
-            | msg.str.contains("SIG", literal=True)
-        )
-        if not lines.select(gate.any()).item():
-            return Claim(records=no_lines())
-        phase = (
-            pl.when(msg.str.contains(SHUTDOWN_RE))
-            .then(True)
-            .when(msg.str.contains(STARTUP_RE))
-            .then(False)
-            .forward_fill()
-            .over("instance")
-            .fill_null(False)
-        )
-        return Claim(records=no_lines(), noise=lines.filter(phase)["line_no"])
-
-
-# "Starting vLLM server on http://127.0.0.1:8001" (0.32), "Starting vLLM API server 0 on
-# http://0.0.0.0:8000" (0.10–0.11), older "Starting vLLM API server on …", uvicorn's own.
-LISTEN_URL_RE = (
-    r"(?:Starting vLLM (?:API )?server(?: \d+)? on|Uvicorn running on) "
-    r"(?:https?://)?(?P<address>[^\s/]+)"
-)
-ARGS_RE = r"non-default args: \{"
-
-
-@register_line_format
-class VllmListenAddress(RegexLineFormat):
-    """The address an instance serves on, from its own start-up lines (noise otherwise).
-
-    A proxy's upstream address or a saved ``/metrics`` scrape named by port is
-    mapped to the instance whose start-up lines name that address
-    (`ParseResult.addresses`). From ``non-default args: {…}`` only a printed
-    ``'port'`` (with ``'host'`` where printed: ``host:port``, else ``:port``).
-    """
-
-    name = "vllm_listen_address"
-    priority = 16
-    samples = (
+        Sample(
+            "corpus crash-restart instance-2.log:8,119 (vLLM 0.32.0 killed with SIGKILL, started "
+            "again: its second start-up; the first is the start-up address format's)",
+            "(APIServer pid=8497) INFO 12-01 15:04:24 [api_utils.py:286] non-default args: "
+            "{'model_tag': '/srv/llm/tiny-llama', 'host': '127.0.0.1', 'port': 8002}\n"
+            "(APIServer pid=8497) INFO 12-01 15:05:01 [entry.py:140] Starting vLLM server on "
+            "http://127.0.0.1:8002\n"
+            "(APIServer pid=8497) INFO 12-01 15:04:24 [api_utils.py:286] non-default args: "
+            "{'model_tag': '/srv/llm/tiny-llama', 'host': '127.0.0.1', 'port': 8002}",
+            status="any",
+            tables=(("engine_events", 1),),
+        ),
         Sample(
             "corpus kv-tiny instance-1.log (vLLM 0.32.0 start-up)",
             "(APIServer pid=31372) INFO 11-29 16:07:48 [api_utils.py:286] non-default args: "
@@ -356,21 +339,77 @@ class VllmListenAddress(RegexLineFormat):
         ),
     )
     decisive = False
-    pattern = LISTEN_URL_RE + "|" + ARGS_RE
+    supersedes = ("python_traceback", "vllm_pressure", "runtime_chatter")
+    pattern = SHUTDOWN_RE + "|" + LISTEN_URL_RE + "|" + ARGS_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
         msg = pl.col("msg")
-        gate = (
-            msg.str.contains("Starting vLLM", literal=True)
-            | msg.str.contains("non-default args", literal=True)
-            | msg.str.contains("Uvicorn running on", literal=True)
-        )
-        hits = lines.filter(gate).filter(msg.str.contains(self.pattern))
-        if hits.is_empty():
+        # a log with neither vLLM's stamp nor uvicorn's "INFO:" is no vLLM server's (a proxy's)
+        served = pl.col("level").is_not_null() | msg.str.starts_with("INFO:")
+        if not lines.select(served.any()).item():
             return Claim(records=no_lines())
+        starts = msg.str.contains("non-default args: ", literal=True)
+        listening = msg.str.contains("Starting vLLM", literal=True) | msg.str.contains(
+            "Uvicorn running on", literal=True
+        )
+        stops = (
+            msg.str.contains("hutdown", literal=True)
+            | msg.str.contains("Shutting down", literal=True)
+            | msg.str.contains("SIG", literal=True)
+        )
+        if not lines.select((starts | listening | stops).any()).item():
+            return Claim(records=no_lines())
+        stopping = msg.str.contains(SHUTDOWN_RE)
+        phase = (
+            pl.when(stopping)
+            .then(True)
+            .when(msg.str.contains(STARTUP_RE))
+            .then(False)
+            .forward_fill()
+            .over("instance")
+            .fill_null(False)
+        )
+        marked = lines.with_columns(
+            phase.alias("_down"),
+            (starts | (listening & msg.str.contains(LISTEN_URL_RE))).alias("_start"),
+            # a start after the instance's first
+            (starts & (starts.cast(pl.Int32).cum_sum().over("instance") > 1)).alias("_again"),
+            stopping.cast(pl.Int32).cum_sum().over("instance").alias("_stops"),
+        )
+        restarts = (
+            marked.filter(starts)
+            .with_columns(
+                # did a shutdown line come between the previous start and this one?
+                (pl.col("_stops") > pl.col("_stops").shift(1).over("instance")).alias("_orderly")
+            )
+            .filter(pl.col("_again"))
+        )
+        events = restarts.select(
+            "instance",
+            "at",
+            pl.lit("restarted").alias("kind"),
+            pl.when(pl.col("_orderly"))
+            .then(pl.lit("the server started again after an orderly shutdown"))
+            .otherwise(
+                pl.lit("the server started again with no shutdown line before: killed or crashed")
+            )
+            .alias("detail"),
+            source_expr(source.display).alias("source"),
+        )
+        noise = marked.filter((pl.col("_down") | pl.col("_start")) & ~pl.col("_again"))
+        return Claim(
+            records=restarts["line_no"],
+            noise=noise["line_no"],
+            tables={"engine_events": events},
+            addresses=self._addresses(marked.filter(pl.col("_start"))),
+        )
+
+    @staticmethod
+    def _addresses(started: pl.DataFrame) -> dict[str, list[str]]:
+        msg = pl.col("msg")
         host = msg.str.extract(r"'host': '([^']+)'", 1)
         port = msg.str.extract(r"'port': (\d+)", 1)
-        found = hits.select(
+        found = started.select(
             "instance",
             pl.coalesce(
                 msg.str.extract(LISTEN_URL_RE, 1),
@@ -382,4 +421,4 @@ class VllmListenAddress(RegexLineFormat):
         addresses: dict[str, list[str]] = {}
         for instance, address in found.unique(maintain_order=True).iter_rows():
             addresses.setdefault(instance, []).append(address)
-        return Claim(records=no_lines(), noise=hits["line_no"], addresses=addresses)
+        return addresses

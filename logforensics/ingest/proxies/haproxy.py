@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from logforensics import timeparse
 from logforensics.ingest import register_line_format
 from logforensics.ingest.base import (
     Claim,
@@ -25,7 +26,6 @@ from logforensics.ingest.toolkit import (
     first_kind,
     format_text,
     ms_duration,
-    naive_time,
     no_lines,
     proxy_failures,
     proxy_rows,
@@ -109,8 +109,8 @@ class HaproxyHttp(ProxyLineFormat):
         frame = frame.with_columns(
             (
                 pl.coalesce(
-                    naive_time("_acc", "%d/%b/%Y:%H:%M:%S%.f", file_tz(lines)),
-                    naive_time("_acc", "%d/%b/%Y:%H:%M:%S", file_tz(lines)),
+                    timeparse.naive_to_utc(pl.col("_acc"), "%d/%b/%Y:%H:%M:%S%.f", file_tz(lines)),
+                    timeparse.naive_to_utc(pl.col("_acc"), "%d/%b/%Y:%H:%M:%S", file_tz(lines)),
                     pl.col("at"),
                 )
                 + ms_duration(pl.when(ta >= 0).then(ta).otherwise(0.0))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from logforensics import timeparse
 from logforensics.ingest import register_line_format
 from logforensics.ingest.base import Claim, Sample, SourceFile
 from logforensics.ingest.toolkit import (
@@ -23,7 +24,6 @@ from logforensics.ingest.toolkit import (
     file_tz,
     first_kind,
     format_text,
-    naive_time,
     no_lines,
     proxy_failures,
     proxy_rows,
@@ -90,7 +90,10 @@ class PythonHttpServer(ProxyLineFormat):
             pl.col("said").str.extract_groups(REQUEST_LOG_RE).alias("_r"),
             pl.col("said").str.extract_groups(ERROR_LOG_RE).alias("_e"),
         ).unnest("_r", "_e")
-        at = pl.coalesce(naive_time("time", "%d/%b/%Y %H:%M:%S", file_tz(lines)), pl.col("at"))
+        at = pl.coalesce(
+            timeparse.naive_to_utc(pl.col("time"), "%d/%b/%Y %H:%M:%S", file_tz(lines)),
+            pl.col("at"),
+        )
         # the message of a `code N` line belongs to the client's next access line
         message = (
             pl.col("message").forward_fill().over("client")

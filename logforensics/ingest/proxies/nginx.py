@@ -24,12 +24,10 @@ from logforensics.ingest.proxies.traefik import TRAEFIK_CLF_RE
 from logforensics.ingest.toolkit import (
     QUOTED,
     ProxyLineFormat,
-    clf_time,
     dash_null,
     file_tz,
     first_kind,
     format_text,
-    naive_time,
     no_lines,
     proxy_failures,
     source_column,
@@ -338,7 +336,7 @@ def _requests_and_failures(hits: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFra
         .then(pl.lit("refused"))
         .otherwise(pl.lit("unknown"))
         .alias("delivery"),
-        pl.coalesce(clf_time("time"), pl.col("at")).alias("at"),
+        pl.coalesce(timeparse.clf_to_utc(pl.col("time")), pl.col("at")).alias("at"),
         pl.col("rt").cast(pl.Float64, strict=False).alias("request_time_s"),
         pl.when(pl.col("urt").is_null() | (pl.col("urt") == "-"))
         .then(None)
@@ -445,9 +443,10 @@ class NginxError(ProxyLineFormat):
         message = text.str.extract(r"^(.*?)(?: while |, client: |$)", 1)
         kind = first_kind(NGINX_FAILURES, text)
         frame = hits.with_columns(
-            pl.coalesce(naive_time("ts", "%Y/%m/%d %H:%M:%S", file_tz(lines)), pl.col("at")).alias(
-                "at"
-            ),
+            pl.coalesce(
+                timeparse.naive_to_utc(pl.col("ts"), "%Y/%m/%d %H:%M:%S", file_tz(lines)),
+                pl.col("at"),
+            ).alias("at"),
             pl.lit(None, dtype=pl.Int64).alias("http_status"),
             pl.coalesce(
                 text.str.extract(r', upstream: "[a-z]+://([^/"]+)', 1),
@@ -559,7 +558,7 @@ class NginxJson(ProxyLineFormat):
                 "path"
             ),
             pl.coalesce(
-                clf_time("time"),
+                timeparse.clf_to_utc(pl.col("time")),
                 timeparse.iso_to_utc(pl.col("iso")),
                 timeparse.epoch_to_utc(pl.col("msec").cast(pl.Float64, strict=False)),
                 pl.col("at"),

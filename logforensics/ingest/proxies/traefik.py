@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from logforensics import timeparse
 from logforensics.ingest import register_line_format
 from logforensics.ingest.base import (
     Claim,
@@ -17,12 +18,13 @@ from logforensics.ingest.base import (
 from logforensics.ingest.toolkit import (
     QUOTED,
     ProxyLineFormat,
-    clf_time,
     dash_null,
     format_text,
     ms_duration,
+    no_lines,
     proxy_failures,
     proxy_rows,
+    source_column,
     status_kind,
 )
 
@@ -67,7 +69,10 @@ class TraefikClf(ProxyLineFormat):
         status = pl.col("status").cast(pl.Int64, strict=False)
         gateway_error = status.is_in([502, 503, 504])
         frame = hits.with_columns(
-            (pl.coalesce(clf_time("time"), pl.col("at")) + ms_duration(pl.col("ms"))).alias("at"),
+            (
+                pl.coalesce(timeparse.clf_to_utc(pl.col("time")), pl.col("at"))
+                + ms_duration(pl.col("ms"))
+            ).alias("at"),
             status.alias("http_status"),
             service.alias("upstream"),
             pl.when(service.is_null())
@@ -195,3 +200,91 @@ class TraefikJson(ProxyLineFormat):
         return Claim(
             records=hits["line_no"], tables={"proxy_requests": rows, "proxy_events": events}
         )
+
+
+# ------------------------------------------------------------ Traefik's own log
+
+# `--log.level=DEBUG` (logrus, Traefik v1/v2): the round-robin balancer names the backend
+# it forwards each request to — a witness of where the request went.
+FORWARD_MSG = "Forwarding this request to URL"
+TRAEFIK_LOG_RE = (
+    r'^time="(?P<t1>[^"]+)" level=(?P<lvl>\w+) msg="|^(?P<lv1>DEBU|INFO|WARN|ERRO|FATA)\[(?P<t2>[^\]]+)\] '
+    r'|^\{.*"level"\s*:\s*"(?:debug|info|warning|error)".*"msg"\s*:'
+)
+
+
+@register_line_format
+class TraefikDebug(ProxyLineFormat):
+    """Traefik's own log lines (logrus text, ``DEBU[…]`` v1 style, or JSON). Its debug
+    ``Forwarding this request to URL … ForwardURL=…`` lines → `proxy_requests` rows
+    (`upstream` = the URL, the routing decision only: status and delivery unknown);
+    its other lines are noise."""
+
+    name = "traefik_log"
+    priority = 28
+    samples = (
+        Sample(
+            "traefik/traefik#6290 (v2, docker compose, level=debug; Request field trimmed)",
+            'traefik_1  | time="2020-02-07T11:20:48Z" level=debug msg="vulcand/oxy/roundrobin/rr: '
+            'Forwarding this request to URL" ForwardURL="http://172.29.0.4:80" Request="{\\\\"Method'
+            '\\\\":\\\\"GET\\\\",\\\\"RequestURI\\\\":\\\\"/\\\\"}"',
+            role="proxy",
+            tables=(("proxy_requests", 1),),
+        ),
+        Sample(
+            "traefik/traefik#5017 (v1, JSON log; Request field trimmed)",
+            '{"ForwardURL":{"Scheme":"http","Opaque":"","User":null,"Host":"10.244.2.56:80","Path":'
+            '"","RawPath":"","ForceQuery":false,"RawQuery":"","Fragment":""},"Request":"{\\\\"Method'
+            '\\\\":\\\\"GET\\\\",\\\\"RequestURI\\\\":\\\\"/probez\\\\"}","level":"debug","msg":'
+            '"vulcand/oxy/roundrobin/rr: Forwarding this request to URL","time":"2019-06-25T11:25:05Z"}',
+            role="proxy",
+            tables=(("proxy_requests", 1),),
+        ),
+        Sample(
+            "traefik/traefik#6290 (v2 logrus text, its other debug lines)",
+            'time="2020-02-07T11:20:48Z" level=debug msg="vulcand/oxy/roundrobin/rr: completed '
+            'ServeHttp on request" Request="{}"',
+            role="proxy",
+            status="noise",
+        ),
+    )
+    pattern = TRAEFIK_LOG_RE
+
+    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
+        msg = pl.col("msg")
+        gate = msg.str.contains(r"^(?:time=|DEBU\[|INFO\[|WARN\[|ERRO\[|FATA\[|\{)")
+        if not lines.select(gate.any()).item():
+            return Claim(records=no_lines())
+        candidates = lines.filter(gate)
+        # (an access line in JSON carries "level"/"msg" too: its request fields tell it apart)
+        hits = candidates.filter(
+            msg.str.contains(TRAEFIK_LOG_RE) & ~msg.str.contains('"RequestMethod"', literal=True)
+        )
+        forward = hits.filter(msg.str.contains(FORWARD_MSG, literal=True))
+        stamp = pl.coalesce(
+            msg.str.extract(r'^time="([^"]+)"', 1),
+            msg.str.extract(r"^(?:DEBU|INFO|WARN|ERRO|FATA)\[([^\]]+)\]", 1),
+            msg.str.extract(r'"time"\s*:\s*"([^"]+)"', 1),
+        )
+        url = pl.coalesce(
+            msg.str.extract(r'ForwardURL="([^"]+)"', 1),
+            pl.concat_str(
+                [
+                    msg.str.extract(r'"ForwardURL"\s*:\s*\{"Scheme"\s*:\s*"(\w+)"', 1),
+                    pl.lit("://"),
+                    msg.str.extract(r'"ForwardURL"\s*:\s*\{[^}]*"Host"\s*:\s*"([^"]+)"', 1),
+                ]
+            ),
+        )
+        rows = forward.select(
+            pl.coalesce(timeparse.iso_to_utc(stamp), pl.col("at")).alias("at"),
+            pl.col("instance").alias("proxy"),
+            msg.str.extract(r'\\"Method\\":\\"([A-Z]+)\\"', 1).alias("method"),
+            msg.str.extract(r'\\"RequestURI\\":\\"([^\\"]*)\\"', 1).alias("path"),
+            url.alias("upstream"),
+            pl.lit("unknown").alias("status_origin"),
+            pl.lit("unknown").alias("delivery"),
+            source_column(source),
+        )
+        noise = hits.filter(~msg.str.contains(FORWARD_MSG, literal=True))["line_no"]
+        return Claim(records=forward["line_no"], noise=noise, tables={"proxy_requests": rows})

@@ -69,7 +69,7 @@ class AIPerfJsonl(FileFormat):
     """NVIDIA AIPerf ``profile_export.jsonl``: one MetricRecordInfo per line."""
 
     name = "aiperf_jsonl"
-    priority = 12
+    priority = 13
     samples = (
         Sample(
             "ai-dynamo/aiperf docs/tutorials/working-with-profile-exports.md record shape",
@@ -191,6 +191,7 @@ class AIPerfJsonl(FileFormat):
 # the record of a run.
 ARTIFACT_KINDS = {
     "aggregate": r'"aggregation_type"\s*:\s*"\w+"',
+    "server metrics export": r'"endpoints_configured"\s*:',
     "summary": r'"aiperf_version"\s*:\s*"[^"]*",\s*"benchmark_id"',
     "run config": r'"benchmark_id"\s*:\s*"\w+",\s*"sweep_id"\s*:',
     "phase manifest": r'^\{\s*"phases"\s*:\s*\[\s*\{\s*"end_ns"',
@@ -203,6 +204,12 @@ ARTIFACT_KINDS = {
     "log": r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3} - \S+ - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - ",
     "console": r"^\d{2}:\d{2}:\d{2}\.\d{3} (?:DEBUG|INFO|NOTICE|WARNING|ERROR|SUCCESS)\s+.*\(\w+\.py:\d+\)$"
     r"|NVIDIA AIPerf \|",
+}
+# vLLM gauges in AIPerf's server-metrics export, as its notes name them
+GAUGES = {
+    "vllm:num_requests_running": "running",
+    "vllm:num_requests_waiting": "waiting",
+    "vllm:kv_cache_usage_perc": "KV cache",
 }
 # Lines of AIPerf's text files that say nothing new: its log and console lines, rich
 # boxes and tables, blank lines, and a wrapper's stamped lines ("… aiperf profile: …").
@@ -230,7 +237,7 @@ class AIPerfArtifacts(FileFormat):
 
     name = "aiperf_artifacts"
     role = "client"
-    priority = 23
+    priority = 24
     samples = (
         Sample(
             "corpus aiperf-haproxy aiperf/concurrency_4__requests_8/profile_export_aiperf.json "
@@ -267,10 +274,35 @@ class AIPerfArtifacts(FileFormat):
             if summary:
                 result.parsed, result.noise = 1, result.lines - 1
                 result.tester_summaries.append(summary)
+        if kind == "server metrics export":
+            result.notes += self._engine_gauges(source)
         result.notes.append(
             f"AIPerf's {kind}: same run as its profile_export.jsonl, not re-counted"
         )
         return result
+
+    @staticmethod
+    def _engine_gauges(source: SourceFile) -> list[str]:
+        """What the engines' own gauges reached per scraped endpoint, from a server-metrics
+        export (statistics over the run, not a time series: shown, not turned into stats)."""
+        try:
+            doc = json.loads(source.text)
+        except ValueError:
+            return []
+        metrics = doc.get("metrics") if isinstance(doc, dict) else None
+        if not isinstance(metrics, dict):
+            return []
+        peaks: dict[str, list[str]] = {}
+        for name, label in GAUGES.items():
+            for series in (metrics.get(name) or {}).get("series") or []:
+                peak = (series.get("stats") or {}).get("max")
+                if isinstance(peak, int | float):
+                    value = f"{peak * 100:.1f}%" if name.endswith("_perc") else f"{peak:g}"
+                    peaks.setdefault(series.get("endpoint_url", "?"), []).append(f"{label} {value}")
+        return [
+            f"engine gauges at {endpoint} over the run (max): {', '.join(values)}"
+            for endpoint, values in peaks.items()
+        ]
 
     @staticmethod
     def _summary(source: SourceFile) -> dict | None:

@@ -52,7 +52,7 @@ class TesterConsole(FileFormat):
 
     name = "tester_console"
     role = "client"
-    priority = 25
+    priority = 26
     samples = (
         Sample(
             "corpus compute-loadtest client-stdout.log (logforensics loadtest)",

@@ -35,7 +35,7 @@ class GenAIPerfJson(FileFormat):
     """genai-perf / perf_analyzer ``profile_export.json``: experiments → requests (ns)."""
 
     name = "genai_perf_json"
-    priority = 13
+    priority = 14
     samples = (
         Sample(
             "perf_analyzer src/profile_data_exporter.cc shape; values invented",

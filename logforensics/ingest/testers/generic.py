@@ -182,7 +182,7 @@ def normalise_generic(frame: pl.DataFrame, display: str, client_tz: str) -> pl.D
 class ClientJsonl(FileFormat):
     fallback = True
     name = "client_jsonl"
-    priority = 21
+    priority = 22
     samples = (
         Sample("corpus kv-tiny client.jsonl (the lab's client.py)", file="lab_client.jsonl"),
     )
@@ -302,7 +302,7 @@ def _read_with_sampled_schema(document, sample: bytes) -> pl.DataFrame | None:
 class ClientCsv(FileFormat):
     fallback = True
     name = "client_csv"
-    priority = 22
+    priority = 23
     samples = (
         Sample(
             "corpus kv-tiny client.jsonl's first records, written as CSV by polars",

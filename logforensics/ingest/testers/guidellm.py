@@ -90,7 +90,7 @@ class GuideLLMReport(FileFormat):
     """GuideLLM ``benchmarks.json`` / ``.yaml``: benchmarks → requests by status."""
 
     name = "guidellm_report"
-    priority = 10
+    priority = 11
     samples = (
         Sample(
             "tests/data/loadtesters: GuideLLM v0.4 report schema (see tests/test_ingest_loadtesters.py)",
@@ -387,7 +387,7 @@ class GuideLLMCsv(FileFormat):
 
     name = "guidellm_csv"
     role = "client"
-    priority = 17
+    priority = 18
     samples = (
         Sample(
             "corpus guidellm-kv benchmarks.csv (GuideLLM 0.8.1)", file="guidellm_benchmarks.csv"
@@ -452,7 +452,7 @@ class GuideLLMHtml(FileFormat):
 
     name = "guidellm_html"
     role = "client"
-    priority = 18
+    priority = 19
     samples = (
         Sample(
             "corpus guidellm-kv benchmarks.html (GuideLLM 0.8.1), head",
@@ -497,7 +497,7 @@ class GuideLLMConsole(FileFormat):
 
     name = "guidellm_console"
     role = "client"
-    priority = 19
+    priority = 20
     samples = (
         Sample(
             "corpus guidellm-kv client-stdout.log (GuideLLM 0.8.1 console), excerpt",

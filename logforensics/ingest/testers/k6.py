@@ -32,7 +32,7 @@ class K6Json(FileFormat):
     """k6 ``--out json``: Metric declarations and Points; one http_req_duration point per request."""
 
     name = "k6_json"
-    priority = 16
+    priority = 17
     samples = (
         Sample(
             "grafana/k6 JSON output Metric/Point lines; values invented", file="k6_results.json"

@@ -5,6 +5,7 @@ records carry no timestamps).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import polars as pl
 
@@ -39,12 +40,28 @@ LLMPERF_START = (
 LLMPERF_END = ("end_time", "request_end_time", "end_timestamp")
 
 
+def summary_concurrency(path: Path, result: ParseResult) -> int | None:
+    """The run's ``num_concurrent_requests``, from the ``*_summary.json`` LLMPerf writes
+    beside ``*_individual_responses.json`` (token_benchmark_ray.py's two files)."""
+    sibling = path.with_name(path.name.replace("_individual_responses.json", "_summary.json"))
+    if sibling == path:
+        return None
+    try:
+        level = json.loads(sibling.read_text()).get("num_concurrent_requests")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(level, int):
+        return None
+    result.notes.append(f"concurrency {level} from {sibling.name} (num_concurrent_requests)")
+    return level
+
+
 @register_file_format
 class LLMPerfResponses(FileFormat):
     """LLMPerf ``*_individual_responses.json``: a list of per-request metric dicts."""
 
     name = "llmperf_responses"
-    priority = 14
+    priority = 15
     samples = (
         Sample(
             "ray-project/llmperf token_benchmark_ray.py output; values invented",
@@ -87,8 +104,10 @@ class LLMPerfResponses(FileFormat):
         start, end, notes = self._times(f, ctx)
         result.notes.extend(notes)
         latency = first_column(f, "end_to_end_latency_s", dtype=pl.Float64)
+        level = summary_concurrency(source.path, result)
         frame = f.select(
             (pl.col("_rec") - 1).cast(pl.Int64).alias("index"),
+            pl.lit(level, dtype=pl.Int64).alias("concurrency"),
             start.alias("_start"),
             end.alias("_end"),
             pl.when(ok | (latency > 0)).then(latency).alias("latency_s"),
@@ -136,3 +155,75 @@ class LLMPerfResponses(FileFormat):
             )
         used = ", ".join(n for n in (start_name, end_name) if n)
         return start, end, [f"per-request times from `{used}` (a fork's addition)"]
+
+
+SUMMARY_KEYS = ("results_num_completed_requests", "results_error_rate", "num_concurrent_requests")
+
+
+@register_file_format
+class LLMPerfSummary(FileFormat):
+    """LLMPerf ``*_summary.json``: the run's own figures (requests started, completed,
+    errors, end-to-end latency quantiles, throughput, concurrency); no requests, the same
+    run as its ``*_individual_responses.json``. Key names from ray-project/llmperf
+    ``token_benchmark_ray.py`` (``results_`` + metric + ``_quantiles_pNN`` / ``_mean``)."""
+
+    name = "llmperf_summary"
+    role = "client"
+    priority = 10
+    samples = (
+        Sample(
+            "ray-project/llmperf token_benchmark_ray.py summary (keys as written with "
+            "json.dump(indent=4)); values invented",
+            file="llmperf_summary.json",
+        ),
+    )
+
+    def sniff(self, head: list[str]) -> bool:
+        text = "\n".join(head)
+        return (
+            text.lstrip().startswith("{")
+            and sum(k in text for k in SUMMARY_KEYS) >= 1
+            and ('"results_' in text)
+        )
+
+    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
+        lines, _ = source.stream_facts()
+        result = ParseResult(lines=lines, noise=lines, formats=[self.name])
+        try:
+            doc = json.loads(source.text)
+        except ValueError as exc:
+            result.noise = 0
+            result.set_unparsed(source.lines)
+            result.notes.append(f"not readable JSON ({exc}): nothing read")
+            return result
+
+        def number(key: str):
+            value = doc.get(key)
+            return value if isinstance(value, int | float) else None
+
+        started, done = (
+            number("results_num_requests_started"),
+            number("results_num_completed_requests"),
+        )
+        errors = number("results_number_errors")
+        result.tester_summaries.append(
+            {
+                "tester": "LLMPerf",
+                "concurrency": number("num_concurrent_requests"),
+                "sent": started,
+                "ok": (started - errors) if started is not None and errors is not None else done,
+                "failed": errors,
+                "latency_s": {
+                    "mean": number("results_end_to_end_latency_s_mean"),
+                    "p50": number("results_end_to_end_latency_s_quantiles_p50"),
+                    "p95": number("results_end_to_end_latency_s_quantiles_p95"),
+                    "p99": number("results_end_to_end_latency_s_quantiles_p99"),
+                },
+                "output_tokens_per_s": number("results_mean_output_throughput_token_per_s"),
+            }
+        )
+        result.parsed, result.noise = 1, lines - 1
+        result.notes.append(
+            "LLMPerf's run summary: same run as its individual responses, not re-counted"
+        )
+        return result

@@ -46,7 +46,7 @@ class LocustCsv(FileFormat):
     """Locust ``--csv PREFIX`` files: per-endpoint and per-second aggregates, no requests."""
 
     name = "locust_csv"
-    priority = 15
+    priority = 16
     samples = (
         Sample(
             "locust/stats.py StatsCSV requests_csv_columns; values invented",

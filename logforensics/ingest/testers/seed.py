@@ -39,7 +39,7 @@ WARMUP_RE = r"(?i)^\s*warm[- ]?up\b"
 @register_file_format
 class SeedRows(FileFormat):
     name = "seed_rows"
-    priority = 20
+    priority = 21
     samples = (
         Sample(
             "the seed write-up's rows, (i, round(elapsed, 2), tokens, 'OK' | str(e)[:40])",

@@ -63,7 +63,7 @@ class VllmBench(FileFormat):
     """``vllm bench serve`` / ``benchmark_serving.py`` ``--save-result`` JSON."""
 
     name = "vllm_bench"
-    priority = 11
+    priority = 12
     samples = (
         Sample(
             "vllm/benchmarks/serve.py result_json with --save-detailed; values invented",
