@@ -128,3 +128,16 @@ def test_with_outcome_equals_classify_row_by_row():
     grouped = with_outcome(frame, **evidence, output_tokens=pl.col("tokens"))["outcome"]
     assert grouped.to_list() == direct.to_list()
     assert grouped.to_list()[-3:] == ["ok", "ok", "ok"]
+
+
+def test_an_error_text_naming_no_class_takes_the_records_failing_status():
+    """JMeter and others keep the reason phrase apart from the code: ("Internal Server
+    Error", 500) is an HTTP 500, ("Internal Server Error", none) a failure of another kind."""
+    assert outcomes(
+        error=["Internal Server Error", "Internal Server Error"], http_status=[500, None]
+    ) == [
+        "http_500",
+        "error",
+    ]
+    # a text that names its own class keeps it, whatever the status says
+    assert outcomes(error=["Read timed out. (read timeout=30)"], http_status=[502]) == ["timeout"]

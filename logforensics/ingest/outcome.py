@@ -75,13 +75,16 @@ NO_TEXT = ["", "none", "null", "nan", "-"]
 WORDS = OK_WORDS + [w for words in FAILURE_WORDS.values() for w in words] + NO_TEXT
 
 
-def _text_class(text: pl.Expr) -> pl.Expr:
+def _text_class(text: pl.Expr, status: pl.Expr) -> pl.Expr:
+    """The class an error text names; a text that names none (``Internal Server Error``)
+    takes the failing status its record holds, if any."""
     code = pl.coalesce(
         *(text.str.extract(STATUS_IN_TEXT, i).cast(pl.Int64, strict=False) for i in (1, 2, 3))
     )
     out = pl.when(code.is_between(400, 599)).then(pl.format("http_{}", code))
     for name, pattern in TEXT_CLASSES.items():
         out = out.when(text.str.contains(pattern)).then(pl.lit(name))
+    out = out.when(status.is_between(400, 599)).then(pl.format("http_{}", status))
     return out.otherwise(pl.lit("error"))
 
 
@@ -113,7 +116,7 @@ def classify(
     tokens = (none if output_tokens is None else output_tokens).cast(pl.Int64, strict=False)
     # A failure said anywhere wins over a 2xx (a stream can break after its headers).
     out = pl.when(cancelled).then(pl.lit("cancelled"))
-    out = out.when(has_error).then(_text_class(raw))
+    out = out.when(has_error).then(_text_class(raw, status))
     out = out.when(status.is_between(400, 599)).then(pl.format("http_{}", status))
     for name, words in FAILURE_WORDS.items():
         out = out.when(word.is_in(words)).then(pl.lit(name))
