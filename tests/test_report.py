@@ -268,3 +268,25 @@ def test_many_proxy_errors_are_counted_per_bin():
     bins, counts = count_bins(pl.Series([start + dt.timedelta(seconds=s) for s in offsets]), 10)
     assert counts.tolist() == [1.0, 0.0, 4.0]
     assert bins.step_s == 10 and len(bins.edges) == 4
+
+
+def test_time_axes_of_a_two_minute_test_need_no_fallback():
+    """matplotlib warns (on the user's stderr) when no tick interval fits a short test."""
+    import datetime as dt
+    import warnings
+
+    import matplotlib.pyplot as plt
+
+    from logforensics.report import charts
+
+    lo = dt.datetime(2026, 12, 1, 14, 51, 56, tzinfo=dt.timezone.utc)
+    for seconds in (20, 128, 300, 1800):
+        for narrow in (True, False):
+            fig, ax = plt.subplots()
+            hi = lo + dt.timedelta(seconds=seconds)
+            ax.set_xlim(charts.mdates.date2num(lo), charts.mdates.date2num(hi))
+            charts.time_axis(ax, lo, hi, narrow=narrow)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                fig.canvas.draw()
+            plt.close(fig)

@@ -89,9 +89,12 @@ def _width(narrow: bool) -> float:
     return NARROW_WIDTH_IN if narrow else WIDTH_IN
 
 
-def _time_axis(ax, lo: dt.datetime, hi: dt.datetime, narrow: bool = False) -> None:
+def time_axis(ax, lo: dt.datetime, hi: dt.datetime, narrow: bool = False) -> None:
     """Concise UTC ticks (09:31, 09:32, …); the date in the label."""
     locator = mdates.AutoDateLocator(minticks=3, maxticks=5 if narrow else 9, tz=dt.timezone.utc)
+    # finer steps than matplotlib's own, so a few minutes' test finds 3–5 ticks (else it warns)
+    locator.intervald[mdates.SECONDLY] = [1, 2, 3, 5, 10, 15, 20, 30, 45, 60]
+    locator.intervald[mdates.MINUTELY] = [1, 2, 3, 5, 10, 15, 20, 30]
     formatter = mdates.ConciseDateFormatter(locator, tz=dt.timezone.utc, show_offset=False)
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(formatter)
@@ -153,7 +156,7 @@ def timeline(series: TimelineSeries, narrow: bool = False) -> dict:
         ax.set_yticks([])
         ax.set_ylim(len(lanes) - 0.5, -0.5)  # first lane on top
         ax.set_xlim(mdates.date2num(lo), mdates.date2num(hi))
-        _time_axis(ax, lo, hi, narrow=narrow)
+        time_axis(ax, lo, hi, narrow=narrow)
         ax.grid(axis="x", alpha=0.3)
         handles = [
             plt.Line2D([], [], color=OK_COLOUR, lw=3, label="succeeded"),
@@ -278,7 +281,7 @@ def engine_state(series: EngineSeries, narrow: bool = False) -> dict:
             frameon=False,
         )
         ax_q.set_xlim(mdates.date2num(lo), mdates.date2num(hi))
-        _time_axis(axes[-1], lo, hi, narrow=narrow)
+        time_axis(axes[-1], lo, hi, narrow=narrow)
         for ax in axes:
             ax.grid(alpha=0.3)
         note = (
