@@ -199,7 +199,7 @@ class VllmLifecycle(RegexLineFormat):
 ENGINE_PRESSURE = {
     "preempted": (
         r"preempted by PreemptionMode|[Pp]reempt(?:ed|ing) request"
-        r"|KV cache pool is full\. Retract requests"
+        r"|KV cache pool is full\. Retract requests|[Dd]ecode out of memory happened"
     ),
     "kv_full": (
         r"All KV cache blocks are full|KV cache exhausted|No available (?:KV cache )?blocks"
@@ -228,6 +228,15 @@ class VllmPressure(RegexLineFormat):
             "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can "
             "affect the end-to-end performance.",
             tables=(("engine_events", 1),),
+        ),
+        Sample(
+            "SGLang's scheduler retracting requests when decode runs out of KV memory, as quoted "
+            "in sgl-project/sglang#4184 (the ratio values as the scheduler prints them)",
+            "[2025-03-07 21:49:33 TP13] Decode out of memory happened. #retracted_reqs: 1, "
+            "#new_token_ratio: 0.9998 -> 1.0000\n"
+            "[2025-03-07 21:49:34 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1, "
+            "#new_token_ratio: 0.9998 -> 1.0000",
+            tables=(("engine_events", 2),),
         ),
     )
     pattern = "|".join(f"(?:{rx})" for rx in ENGINE_PRESSURE.values())

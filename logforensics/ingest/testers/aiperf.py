@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
@@ -19,6 +20,7 @@ from logforensics.ingest.base import (
 )
 from logforensics.ingest.toolkit import (
     PER_SECOND,
+    account_document,
     decode_json_objects,
     finish_requests,
     nested,
@@ -28,6 +30,10 @@ from logforensics.ingest.toolkit import (
 # ---------------------------------------------------------------- AIPerf profile_export.jsonl
 
 
+# a record's first lines pretty-printed: '{', '"metadata": {', then its keys one a line
+PRETTY_RECORD_RE = (
+    r'\s*\{\s*\n\s*"metadata"\s*:\s*\{\s*\n\s*"(?:session_num|x_request_id|request_start_ns)"'
+)
 SWEEP_FOLDER_RE = r"(?:^|_)concurrency_?(\d+)(?:_|$)"  # AIPerf 0.13's "concurrency_8__requests_16"
 
 
@@ -75,6 +81,12 @@ class AIPerfJsonl(FileFormat):
             "ai-dynamo/aiperf docs/tutorials/working-with-profile-exports.md record shape",
             file="aiperf_profile_export.jsonl",
         ),
+        Sample(
+            "corpus aiperf-haproxy concurrency_4__requests_8/profile_export.jsonl line 4 (AIPerf "
+            "0.13.0), pretty-printed as one record (json.dumps(indent=2))",
+            file="aiperf_one_record.json",
+            tables=(("client_requests", 1),),
+        ),
     )
     role = "client"
 
@@ -93,12 +105,30 @@ class AIPerfJsonl(FileFormat):
                 {"request_start_ns", "x_request_id", "session_num"} & set(meta)
             ):
                 return True
-        return False
+        # one record pretty-printed (as the docs show it, or json.dump(indent=2) of one)
+        return bool(re.match(PRETTY_RECORD_RE, "\n".join(head[:6])))
+
+    @staticmethod
+    def _one_pretty_record(source: SourceFile, result: ParseResult):
+        """A whole file that is one record over many lines: (that record, no bad lines)."""
+        if not re.match(PRETTY_RECORD_RE, "\n".join(source.head(6))):
+            return None
+        try:
+            record = json.loads(source.text)
+        except ValueError:
+            return None
+        if not isinstance(record, dict):
+            return None
+        account_document(result, source, len(source.text))
+        decoded = pl.read_ndjson(io.BytesIO(json.dumps(record).encode()))
+        bad = pl.DataFrame(schema={"line_no": pl.Int64, "text": pl.Utf8})
+        return decoded.with_columns(pl.lit(1, dtype=pl.Int64).alias("line_no")), bad
 
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
         lines = source.lines
         result = ParseResult(lines=lines.height, formats=[self.name])
-        decoded, bad = decode_json_objects(lines)
+        pretty = self._one_pretty_record(source, result)
+        decoded, bad = pretty or decode_json_objects(lines)
         is_record = (
             nested(decoded, "metadata").is_not_null()
             if "metadata" in decoded.columns
@@ -112,9 +142,10 @@ class AIPerfJsonl(FileFormat):
                 & ~pl.col("line_no").is_in(records["line_no"].implode())
             )
         )
-        result.parsed = records.height
-        result.noise = lines.filter(pl.col("text").str.strip_chars() == "").height
-        result.set_unparsed(not_records)
+        if pretty is None:  # (one pretty-printed record's lines were counted as a document)
+            result.parsed = records.height
+            result.noise = lines.filter(pl.col("text").str.strip_chars() == "").height
+            result.set_unparsed(not_records)
         if not_records.height:
             result.notes.append(
                 f"{not_records.height} line(s) are not AIPerf records (cut short or not JSON), "
