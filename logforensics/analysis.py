@@ -53,6 +53,7 @@ FINDING_ADVICE = {
     "short_rest": "Rest longer than the client timeout between steps (loadtest --rest auto does).",
     "contaminated_step": "Rest longer than the client timeout between steps, so one step's stragglers cannot overlap the next.",
     "warmup": "Keep the warm-up request out of the measurement (as done here).",
+    "tester_figures_differ": "Trust the per-request evidence over a summary: a tester can leave requests it sent out of its report (GuideLLM closing a benchmark), and a lost log can hide some.",
     "clock_ambiguous": "Send a request id with every request (logforensics loadtest does), or pass --offset once the clocks are known.",
     "time_zone_mismatch": "Log with explicit offsets (ISO 8601 with Z or +hh:mm) on every side, or pass --offset.",
     "missing_instance_log": "Collect the log of every instance behind the balancer for the whole test.",
@@ -79,6 +80,8 @@ class Analysis:
     proxy_clock: clock.ClockFit | None
     unmatched_server_records: int
     generated_at: dt.datetime
+    # the tester's own figures per step beside the logs' (steps.tester_figures)
+    tester_figures: list[dict] = field(default_factory=list)
     # under --redact, what the report applies to log text it reads later (cited lines)
     redact_text: Callable[[str], str] | None = None
 
@@ -140,6 +143,7 @@ class Analysis:
             "balance": balance.overall_balance(self.runs, self.instances),
             "findings": [f.to_dict() for f in self.findings],
             "inputs": [_input_dict(f) for f in self.inputs],
+            "tester_figures": self.tester_figures,
             "errors": self.errors,
             "clock": {
                 "offset_s": self.clock.offset_s,
@@ -323,6 +327,8 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         {address: fit.instance for address, fit in upstreams.items()},
     )
     findings += _findings(step_runs, instances, offset, inputs, requests, unmatched)
+    figures = steps.tester_figures(inputs.tester_summaries, step_runs)
+    findings += _tester_disagreements(figures)
     findings = [
         f if f.advice else dataclasses.replace(f, advice=FINDING_ADVICE.get(f.kind))
         for f in findings
@@ -343,7 +349,31 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         proxy_clock=proxy_clock,
         unmatched_server_records=unmatched,
         generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
+        tester_figures=figures,
     )
+
+
+def _tester_disagreements(figures: list[dict]) -> list[Finding]:
+    """A step whose tester's own count differs from what the logs show."""
+    out = []
+    for f in figures:
+        if f["agree"] is not False:
+            continue
+        theirs, ours = f["theirs"], f["ours"]
+        said = " / ".join(
+            f"{k} {theirs[k]}" for k in ("sent", "ok", "failed") if theirs[k] is not None
+        )
+        seen = " / ".join(
+            f"{k} {ours[k]}" for k in ("sent", "ok", "failed") if theirs[k] is not None
+        )
+        out.append(
+            Finding(
+                "tester_figures_differ",
+                f"step {f['step']} (concurrency {f['concurrency']}): {f['tester']}'s own figures say "
+                f"{said}, the logs show {seen} ({f['file']})",
+            )
+        )
+    return out
 
 
 def _findings(step_runs, instances, clock, inputs, requests, unmatched) -> list[Finding]:

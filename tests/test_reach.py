@@ -192,3 +192,20 @@ def test_nginx_error_log_decides_what_a_plain_access_line_leaves_open(tmp_path):
     )
     failed = analyze([alone]).requests.filter(~pl.col("ok") & ~pl.col("warmup"))
     assert set(failed["proxy_delivery"]) == {"unknown"}
+
+
+def test_the_testers_own_figures_sit_beside_the_logs_and_a_difference_is_a_finding(tmp_path):
+    """GuideLLM 0.8 closed its concurrent@4 benchmark listing 7 requests of the 8 it sent;
+    the eighth is in nginx's and instance-2's logs, answered in full."""
+    got = analyze([variant("guidellm-kv", tmp_path)]).to_dict()
+    by_level = {f["concurrency"]: f for f in got["tester_figures"] if f["ours"]}
+    assert by_level[4]["theirs"] == {"sent": 7, "ok": 7, "failed": 0}
+    assert by_level[4]["ours"] == {"sent": 8, "ok": 8, "failed": 0}
+    assert [f["agree"] for f in sorted(by_level.values(), key=lambda f: f["concurrency"])] == [
+        True,
+        False,
+        True,
+        True,
+    ]
+    (differ,) = [f for f in got["findings"] if f["kind"] == "tester_figures_differ"]
+    assert "sent 7" in differ["detail"] and "sent 8" in differ["detail"]

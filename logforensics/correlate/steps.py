@@ -273,3 +273,44 @@ def capacity(step_runs: list[dict]) -> dict:
         "failures_begin_at": min(failing) if failing else None,
         "throughput_plateau_at": plateau,
     }
+
+
+def tester_figures(summaries: list[dict], step_runs: list[dict]) -> list[dict]:
+    """The tester's own figures for each step beside the ones the logs give.
+
+    A summary (GuideLLM's report, AIPerf's aggregates, a tester's console)
+    carries no per-request data; it names the step by its concurrency. Each
+    measured one is paired with the measured step run at that concurrency (when
+    exactly one is), and `agree` says whether sent, succeeded and failed match:
+    a tester that counts fewer requests than it sent, or a log that lost some,
+    shows here.
+    """
+    measured = [r for r in step_runs if not r["warmup"]]
+    out = []
+    for summary in summaries:
+        if summary.get("phase") == "warmup" or summary.get("concurrency") is None:
+            continue
+        at_level = [r for r in measured if r["concurrency"] == summary["concurrency"]]
+        run = at_level[0] if len(at_level) == 1 else None
+        theirs = {k: summary.get(k) for k in ("sent", "ok", "failed")}
+        ours = (
+            None
+            if run is None
+            else {"sent": run["sent"], "ok": run["succeeded"], "failed": run["failed"]}
+        )
+        agree = None
+        if ours is not None:
+            agree = all(theirs[k] is None or theirs[k] == ours[k] for k in theirs)
+        out.append(
+            {
+                "file": summary.get("file"),
+                "tester": summary.get("tester"),
+                "strategy": summary.get("strategy"),
+                "concurrency": summary["concurrency"],
+                "step": None if run is None else run["index"],
+                "theirs": theirs,
+                "ours": ours,
+                "agree": agree,
+            }
+        )
+    return out

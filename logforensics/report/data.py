@@ -245,6 +245,7 @@ class ReportData:
     evidence: list[EvidenceItem]
     findings: list[FindingItem]
     steps: list[dict]  # measured steps as in the contract
+    tester_figures: list[dict]  # the tester's own figures beside the logs' (contract)
     step_dates: list[str]
     instances: list[str]
     failed: FailedRequests
@@ -604,6 +605,7 @@ def build_report(
         evidence=evidence,
         findings=_findings(contract, texts, root),
         steps=steps,
+        tester_figures=[f for f in contract["tester_figures"] if f["ours"] is not None],
         step_dates=sorted({r["started_at"][:10] for r in steps if r["started_at"]}),
         instances=analysis.instances,
         failed=_failed_requests(analysis, failed, shown_rows, groups, texts, root, ledger_path),

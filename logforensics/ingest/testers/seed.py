@@ -124,7 +124,7 @@ class SeedRows(FileFormat):
             found = re.search(STEP_SUMMARY_RE, row["text"])
             result.tester_summaries.append(
                 {
-                    "tester": "the seed script",
+                    "tester": "a script printing (i, seconds, tokens, result) rows",
                     "concurrency": int(found["level"]),
                     "sent": int(found["sent"]),
                     "ok": int(found["ok"]),
