@@ -317,6 +317,35 @@ def account_document(result: ParseResult, source: SourceFile, readable_to: int) 
     result.set_unparsed(frame.filter(~blank & ~readable))
 
 
+def json_records(
+    source: SourceFile, result: ParseResult, under: str | None = None
+) -> tuple[object, list[dict]]:
+    """A JSON document and its array of records (the document itself, or its `under` key).
+
+    A document cut short (a run killed mid-write) keeps the complete records
+    before the cut, with a note; lines are accounted as parsed up to the last
+    record read, the rest unparsed. Elements that are not objects are left out.
+    """
+    text = source.text
+    try:
+        doc, readable_to = json.loads(text), len(text)
+    except ValueError as exc:
+        opening = text.find("[", text.find(f'"{under}"') if under else 0)
+        items, readable_to = salvage_array(text, opening) if opening >= 0 else ([], 0)
+        doc = {under: items} if under else items
+        result.notes.append(
+            f"the document is cut short or broken ({exc.msg} at character {exc.pos}): "
+            f"{len(items)} complete records read; the rest is unparsed"
+        )
+    account_document(result, source, readable_to)
+    items = (doc.get(under) if isinstance(doc, dict) else None) if under else doc
+    items = items if isinstance(items, list) else []
+    records = [r for r in items if isinstance(r, dict)]
+    if len(records) != len(items):
+        result.notes.append("array elements that are not objects were skipped")
+    return doc, records
+
+
 def salvage_array(text: str, start: int) -> tuple[list, int]:
     """The complete elements of the JSON array opening at ``text[start]``, and where they end."""
     items, pos, end_good = [], start + 1, start + 1

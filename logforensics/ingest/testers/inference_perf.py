@@ -32,9 +32,9 @@ from logforensics.ingest.toolkit import (
     account_document,
     finish_requests,
     first_column,
+    json_records,
     place_on_clock,
     records_frame,
-    salvage_array,
 )
 
 RESPONSE_ID_RE = r'"id"\s*:\s*"((?:chat)?cmpl-[^"]+)"'
@@ -66,17 +66,7 @@ class InferencePerfRequests(FileFormat):
 
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
         result = ParseResult(formats=[self.name])
-        text = source.text
-        try:
-            items, readable_to = json.loads(text), len(text)
-        except ValueError as exc:
-            items, readable_to = salvage_array(text, text.index("["))
-            result.notes.append(
-                f"the document is cut short or broken ({exc.msg} at character {exc.pos}): "
-                f"{len(items)} complete records read; the rest is unparsed"
-            )
-        account_document(result, source, readable_to)
-        records = [r for r in items if isinstance(r, dict)] if isinstance(items, list) else []
+        _, records = json_records(source, result)
         if not records:
             result.notes.append("no request records in the file")
             return result

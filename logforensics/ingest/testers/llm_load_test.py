@@ -14,7 +14,6 @@ and ``total_failures`` are the tool's own figures.
 
 from __future__ import annotations
 
-import json
 import re
 
 import polars as pl
@@ -23,12 +22,11 @@ from logforensics import model
 from logforensics.ingest import register_file_format
 from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, Sample, SourceFile
 from logforensics.ingest.toolkit import (
-    account_document,
     finish_requests,
     first_column,
+    json_records,
     place_on_clock,
     records_frame,
-    salvage_array,
 )
 
 FILE_LEVEL_RE = r"output-(\d+)"
@@ -64,18 +62,7 @@ class LlmLoadTest(FileFormat):
 
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
         result = ParseResult(formats=[self.name])
-        text = source.text
-        try:
-            doc, readable_to = json.loads(text), len(text)
-        except ValueError as exc:
-            at = text.find("[", text.find('"results"'))
-            items, readable_to = salvage_array(text, at) if at >= 0 else ([], 0)
-            doc = {"results": items}
-            result.notes.append(
-                f"the document is cut short or broken ({exc}): {len(items)} complete results read"
-            )
-        account_document(result, source, readable_to)
-        results = [r for r in doc.get("results") or [] if isinstance(r, dict)]
+        doc, results = json_records(source, result, under="results")
         if not results:
             result.notes.append("no results in the file")
             return result

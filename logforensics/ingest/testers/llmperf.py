@@ -19,12 +19,11 @@ from logforensics.ingest.base import (
     SourceFile,
 )
 from logforensics.ingest.toolkit import (
-    account_document,
     finish_requests,
     first_column,
+    json_records,
     place_on_clock,
     records_frame,
-    salvage_array,
     to_seconds,
 )
 
@@ -78,21 +77,7 @@ class LLMPerfResponses(FileFormat):
 
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
         result = ParseResult(formats=[self.name])
-        text = source.text
-        try:
-            items, readable_to = json.loads(text), len(text)
-        except ValueError as exc:
-            items, readable_to = salvage_array(text, text.index("["))
-            result.notes.append(
-                f"the document is cut short or broken ({exc.msg} at character {exc.pos}): "
-                f"{len(items)} complete records read; the rest is unparsed"
-            )
-        account_document(result, source, readable_to)
-        records = [r for r in items if isinstance(r, dict)] if isinstance(items, list) else []
-        if len(records) != (len(items) if isinstance(items, list) else 0):
-            result.notes.append(
-                "array elements that are not objects were skipped (counted unparsed)"
-            )
+        _, records = json_records(source, result)
         if not records:
             return result
         f = records_frame(records).with_row_index("_rec", offset=1)
