@@ -36,6 +36,11 @@ CHATTER = {
     # tqdm bars: its default "100%|█████| 3/3 [00:01<00:00, …]" and vLLM's
     # "Loading safetensors checkpoint shards: 100% Completed | 1/1 [00:00<00:00, …]"
     "progress_bar": r"\d+%(?:\|[^|]*\|| Completed \|) *\d+/\d+ \[",
+    # a server's or proxy's start-up banner naming where it listens: `python -m http.server`'s
+    # "Serving HTTP on 0.0.0.0 port 8000 (http://0.0.0.0:8000/) ...", a relay's "… proxy on
+    # 127.0.0.1:8000 -> …" (no method, no status: nothing of a request)
+    "startup_banner": r"(?i)^Serving HTTP on |^[^\"]*\b(?:listening|proxy|serving|server)\b"
+    r"[^\"]*? on (?:https?://)?[\w.\[\]:-]+:\d+\b(?:[^\"]*)$",
 }
 CHATTER_RE = "|".join(f"(?:{rx})" for rx in CHATTER.values())
 
@@ -78,6 +83,14 @@ class RuntimeChatter(RegexLineFormat):
             status="noise",
         ),
         Sample(
+            "corpus pyproxy-seed proxy.log:1 (the lab's relaying proxy's start-up print); "
+            "CPython 3.11 Lib/http/server.py test(): `python -m http.server`'s banner",
+            "relay proxy on 127.0.0.1:8000 -> http://127.0.0.1:8001, http://127.0.0.1:8002; "
+            "2 workers per upstream, queue timeout 17s, upstream timeout 120s\n"
+            "Serving HTTP on 0.0.0.0 port 8000 (http://0.0.0.0:8000/) ...",
+            status="noise",
+        ),
+        Sample(
             "tqdm's bar as vLLM's weight loader prints it to stderr (tqdm format_meter)",
             "Loading safetensors checkpoint shards: 100% Completed | 1/1 [00:00<00:00,  3.10it/s]\n"
             "Processed prompts: 100%|██████████| 8/8 [00:02<00:00,  3.91it/s]",
@@ -97,6 +110,7 @@ class RuntimeChatter(RegexLineFormat):
             | msg.str.contains("leaked", literal=True)
             | msg.str.contains("%", literal=True)
             | msg.str.starts_with("nanobind")
+            | msg.str.contains(" on ", literal=True)
         )
         if not lines.select(gate.any()).item():
             return Claim(records=no_lines())
