@@ -209,3 +209,38 @@ def test_the_testers_own_figures_sit_beside_the_logs_and_a_difference_is_a_findi
     ]
     (differ,) = [f for f in got["findings"] if f["kind"] == "tester_figures_differ"]
     assert "sent 7" in differ["detail"] and "sent 8" in differ["detail"]
+
+
+def test_never_reached_needs_every_condition_at_once():
+    """decide_reach on hand-built rows: "unreached" by coverage only for a failure inside
+    every log's span that no log saw, no proxy line decided and no unclaimed arrival fits."""
+    import datetime as dt
+
+    from logforensics.correlate.reach import decide_reach
+
+    t0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.timezone.utc)
+
+    def row(start, ok, delivery=None, unclaimed=False):
+        return {
+            "started_at": t0 + dt.timedelta(seconds=start),
+            "ended_at": t0 + dt.timedelta(seconds=start + 5),
+            "ok": ok,
+            "instance": None,
+            "match_key": None,
+            "proxy_delivery": delivery,
+            "proxy_instance": None,
+            "unclaimed_arrival": unclaimed,
+        }
+
+    rows = [
+        row(100, False),  # inside, unseen: never reached
+        row(100, False, delivery="unknown"),  # the proxy said nothing either way: the same
+        row(5000, True, delivery="unknown"),  # a success is never "unreached"
+        row(5000, False, delivery="unknown"),  # outside the logs' span: unknown
+        row(100, False, unclaimed=True),  # an arrival no request claimed may be it
+    ]
+    requests = pl.DataFrame(rows)
+    coverage = {"a": (t0, t0 + dt.timedelta(seconds=1000))}
+    server = pl.DataFrame({"instance": ["a"], "event": ["received"]})
+    got = decide_reach(requests, coverage, 0.0, server)["reach"].to_list()
+    assert got == ["unreached", "unreached", "unknown", "unknown", "unknown"]

@@ -48,9 +48,18 @@ def decide_reach(
     logs_arrivals = bool(coverage) and all(name in arrivals_logged(server) for name in coverage)
     out = out.with_columns(engines_idle_at_end(out, coverage, offset_s, stats).alias("_idle"))
     by_proxy = pl.col("proxy_delivery")
-    failed_unseen = pl.col("instance").is_null() & ~pl.col("ok").fill_null(True) & pl.col(
-        "_covered"
-    ) & pl.lit(provable) & by_proxy.is_null() | (by_proxy == "unknown")
+    # an arrival no request claimed may be this one's, delivered late by a queueing proxy
+    unclaimed = (
+        pl.col("unclaimed_arrival") if "unclaimed_arrival" in requests.columns else pl.lit(False)
+    )
+    failed_unseen = (
+        pl.col("instance").is_null()
+        & ~pl.col("ok").fill_null(True)
+        & pl.col("_covered")
+        & pl.lit(provable)
+        & ~unclaimed
+        & (by_proxy.is_null() | (by_proxy == "unknown"))
+    )
     reach = (
         pl.when(pl.col("instance").is_not_null() | (by_proxy == "reached"))
         .then(pl.lit("reached"))
