@@ -99,8 +99,28 @@ def estimate_offset(
     return _fit([clock_evidence(client, records, server)], forced, prefer)
 
 
+@dataclass
+class RequestTimes:
+    """The client's request times every fit compares against, each sorted once.
+
+    `starts`: every request's start (failed ones too); `ends`: the successes' ends.
+    """
+
+    starts: np.ndarray
+    ends: np.ndarray
+
+    @classmethod
+    def of(cls, client: pl.DataFrame) -> RequestTimes:
+        times = client.select(
+            seconds("started_at").alias("s"),
+            pl.when(pl.col("ok")).then(seconds("ended_at")).alias("e"),
+        )
+        starts, ends = (np.sort(times[c].drop_nulls().to_numpy()) for c in ("s", "e"))
+        return cls(starts, ends)
+
+
 def clock_evidence(
-    client: pl.DataFrame, records: pl.DataFrame, server: pl.DataFrame | None
+    client: pl.DataFrame | RequestTimes, records: pl.DataFrame, server: pl.DataFrame | None
 ) -> Echoes:
     """What the clock is judged on: the engines' arrival lines where there are enough.
 
@@ -110,15 +130,16 @@ def clock_evidence(
     ends it pulls the offset a whole latency off. Access lines decide only
     where the engines log no arrivals.
     """
+    times = client if isinstance(client, RequestTimes) else RequestTimes.of(client)
     if server is not None:
-        arrivals = _arrival_echoes(client, server)
+        arrivals = _arrival_echoes(times, server)
         if len(arrivals.points) >= INSTANCE_MIN_MATCHES and len(arrivals.anchors):
             return arrivals
     points, widths = _record_points(records)
-    return Echoes(points, widths, _end_times(client))
+    return Echoes(points, widths, times.ends)
 
 
-def _arrival_echoes(client: pl.DataFrame, server: pl.DataFrame) -> Echoes:
+def _arrival_echoes(times: RequestTimes, server: pl.DataFrame) -> Echoes:
     """The engines' ``Received request`` stamps against the requests' starts, failed ones too."""
     arrivals = (
         engine_requests(server)
@@ -126,20 +147,7 @@ def _arrival_echoes(client: pl.DataFrame, server: pl.DataFrame) -> Echoes:
         .select(seconds("received_at").alias("at"), "at_precision_s")
         .sort("at")
     )
-    starts = client.filter(pl.col("started_at").is_not_null()).select(seconds("started_at"))
-    return Echoes(
-        arrivals["at"].to_numpy(),
-        arrivals["at_precision_s"].to_numpy(),
-        np.sort(starts.to_series().to_numpy()),
-    )
-
-
-def _end_times(client: pl.DataFrame) -> np.ndarray:
-    """Sorted ends of the successful requests: sorted once, reused by every fit."""
-    ends = client.filter(pl.col("ok") & pl.col("ended_at").is_not_null()).select(
-        seconds("ended_at")
-    )
-    return np.sort(ends.to_series().to_numpy()) if ends.height else np.array([])
+    return Echoes(arrivals["at"].to_numpy(), arrivals["at_precision_s"].to_numpy(), times.starts)
 
 
 def _record_points(records: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -319,12 +327,15 @@ def align_instances(
     server = tables["server_requests"]
     fits: dict[str, ClockFit] = {}
     shifts: dict[str, float] = {}
-    names = set(records["instance"].drop_nulls()) | set(server["instance"].drop_nulls())
+    times = RequestTimes.of(client)
+    own_records = records.partition_by("instance", as_dict=True)
+    own_lines = server.filter(pl.col("event") != "access").partition_by("instance", as_dict=True)
+    names = {k[0] for k in own_records} | set(server["instance"].drop_nulls().unique())
     for name in sorted(names):
         own = clock_evidence(
-            client,
-            records.filter(pl.col("instance") == name),
-            server.filter(pl.col("instance") == name),
+            times,
+            own_records.get((name,), records.clear()),
+            own_lines.get((name,), server.clear()),
         )
         if clock.method == "forced":
             fits[name] = _fit([own], clock.offset_s)
