@@ -369,7 +369,8 @@ def attribute(
         )
         .sort("at")
     )
-    clock = estimate_offset(requests, inference, forced_offset)
+    # only its fit is reported: no rival offsets scored
+    clock = estimate_offset(requests, inference, forced_offset, rivals=False)
     rows = requests.with_row_index("_row")
     by_id = rows.filter(pl.col("request_id").is_not_null()).join(
         inference.filter(pl.col("request_id").is_not_null()).select(
