@@ -52,27 +52,10 @@ def iso_to_utc(text: pl.Expr, assume_tz: str = "UTC") -> pl.Expr:
 
 
 def runtime_stamp_to_utc(stamp: pl.Expr) -> pl.Expr:
-    """``YYYY-MM-DDTHH:MM:SS.f…Z`` (a container runtime's stamp, 1-9 fraction digits) to UTC
-    µs by arithmetic on its fixed fields: 6× faster than strptime on 20M distinct stamps.
-
-    Null where a field is out of range (strptime then decides: leap seconds, bad dates).
-    """
-    day = stamp.str.slice(0, 10).str.to_date("%Y-%m-%d", strict=False)
-
-    def field(start: int) -> pl.Expr:
-        return stamp.str.slice(start, 2).cast(pl.Int64, strict=False)
-
-    hour, minute, second = field(11), field(14), field(17)
-    fraction = stamp.str.slice(20, 6).str.strip_suffix("Z").str.pad_end(6, "0")
-    micros = (
-        day.cast(pl.Int64) * 86_400_000_000
-        + hour * 3_600_000_000
-        + minute * 60_000_000
-        + second * 1_000_000
-        + fraction.cast(pl.Int64, strict=False)
-    )
-    in_range = (hour < 24) & (minute < 60) & (second < 60)
-    return pl.when(in_range).then(micros).cast(pl.Datetime("us", "UTC"))
+    """``YYYY-MM-DDTHH:MM:SS.f…Z`` (a container runtime's stamp) to UTC µs; null if it is not one."""
+    return stamp.str.to_datetime(
+        "%Y-%m-%dT%H:%M:%S%.fZ", time_unit="us", strict=False, cache=False
+    ).dt.replace_time_zone("UTC")
 
 
 def yearless_to_utc(text: pl.Expr, year: int, assume_tz: str = "UTC") -> pl.Expr:
