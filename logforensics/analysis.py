@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import polars as pl
@@ -84,8 +85,9 @@ class Analysis:
     # under --redact, what the report applies to log text it reads later (cited lines)
     redact_text: Callable[[str], str] | None = None
 
-    @property
+    @cached_property
     def measured(self) -> pl.DataFrame:
+        """The requests without the warm-up (filtered once: every report section reads it)."""
         return self.requests.filter(~pl.col("warmup"))
 
     def totals(self) -> dict:
@@ -100,11 +102,11 @@ class Analysis:
         }
 
     def instance_shares(self) -> list[dict]:
-        m = self.measured
-        served = m.filter(pl.col("reached_instance").is_not_null()).height
+        counts = dict(self.measured.group_by("reached_instance").len().drop_nulls().iter_rows())
+        served = sum(counts.values())
         out = []
         for name in self.instances:
-            n = m.filter(pl.col("reached_instance") == name).height
+            n = counts.get(name, 0)
             out.append({"name": name, "requests": n, "share": (n / served) if served else None})
         return out
 
