@@ -20,6 +20,14 @@ successes are spread unevenly over 8 instances; the failures (rarer in early
 steps, more in late ones) never reach an instance. The health-check count is
 chosen so that the bundle holds exactly the requested number of lines.
 
+A *short-line* bundle (``5M-short``: a fleet's server side, no client file)
+holds two instances' ``kubectl logs --timestamps`` output (RFC3339Nano, Go's
+trailing zeros trimmed) of uvicorn access lines (chat completions through
+nginx, health checks and metrics scrapes) and vLLM stats lines every second,
+and the nginx access log in front of them; its truth is what the JSON can
+show without a client: each file's records, each upstream's answered lines
+and the instance it is.
+
 The truth (totals, per-instance counts, per-step counts, lines and bytes per
 file) is written as ``truth.json`` beside the bundle folder, never inside it
 (the analyser reads every file in the folder):
@@ -41,6 +49,13 @@ import numpy as np
 import polars as pl
 
 GENERATOR_VERSION = 1
+SHORT_VERSION = 1  # the short-line bundle's generator
+SHORT = "short"
+SHORT_INSTANCES = 2
+SHORT_NGINX_SHARE = 0.24  # of the lines: nginx's (1.2M of 5M)
+SHORT_STATS_SHARE = 0.04  # vLLM stats lines, one a second per instance (0.2M of 5M)
+SHORT_REFUSED = 0.005  # requests nginx refuses itself (503, no upstream)
+SHORT_WEIGHTS = np.array([0.55, 0.45])  # the balancer's split
 DEFAULT_SEED = 20260224
 DEFAULT_SCRATCH = Path("/tmp/logforensics-bench")
 INSTANCES = 8
@@ -75,6 +90,12 @@ STARTUP = [
 ]
 
 
+def parse_spec(text: str) -> tuple[int, str]:
+    """'5M' → (5_000_000, 'incident'), '5M-short' → (5_000_000, 'short')."""
+    size, _, kind = text.strip().partition("-")
+    return parse_size(size), kind or "incident"
+
+
 def parse_size(text: str) -> int:
     """'1M' → 1_000_000, '250k' → 250_000, '20000000' → 20_000_000."""
     t = text.strip().lower().replace("_", "")
@@ -82,11 +103,12 @@ def parse_size(text: str) -> int:
     return int(float(t[:-1] if scale != 1 else t) * scale)
 
 
-def size_label(lines: int) -> str:
+def size_label(lines: int, kind: str = "incident") -> str:
+    suffix = "" if kind == "incident" else f"-{kind}"
     for unit, scale in (("M", 1_000_000), ("k", 1_000)):
         if lines % scale == 0:
-            return f"{lines // scale}{unit}"
-    return str(lines)
+            return f"{lines // scale}{unit}{suffix}"
+    return f"{lines}{suffix}"
 
 
 def fail_probability(step: np.ndarray) -> np.ndarray:
@@ -390,8 +412,10 @@ def _instance_log(
 # ------------------------------------------------------------ the bundle
 
 
-def bundle_paths(scratch: Path, target_lines: int, seed: int) -> tuple[Path, Path]:
-    root = scratch / f"{size_label(target_lines)}-s{seed}"
+def bundle_paths(
+    scratch: Path, target_lines: int, seed: int, kind: str = "incident"
+) -> tuple[Path, Path]:
+    root = scratch / f"{size_label(target_lines, kind)}-s{seed}"
     return root / "bundle", root / "truth.json"
 
 
@@ -471,18 +495,172 @@ def generate(target_lines: int, scratch: Path, seed: int = DEFAULT_SEED) -> dict
     return truth
 
 
-def is_current(truth_path: Path, target_lines: int, seed: int) -> bool:
+# ------------------------------------------------------------ the short-line bundle
+
+
+def _kubectl(ns: pl.Expr) -> pl.Expr:
+    """`kubectl logs --timestamps`: RFC3339Nano as Go prints it (trailing zeros trimmed)."""
+    nine = _stamp(ns, "%Y-%m-%dT%H:%M:%S%.9f")
+    return pl.concat_str(nine.str.replace(r"0+$", "").str.replace(r"\.$", ""), pl.lit("Z "))
+
+
+def generate_short(target_lines: int, scratch: Path, seed: int = DEFAULT_SEED) -> dict:
+    """A short-line bundle (no client file) and its truth.json; return the truth."""
+    t_begin = time.perf_counter()
+    bundle, truth_path = bundle_paths(scratch, target_lines, seed, SHORT)
+    if bundle.exists():
+        for old in sorted(bundle.rglob("*"), reverse=True):
+            old.unlink() if old.is_file() else old.rmdir()
+    rng = np.random.default_rng([seed, 2])
+    names = [f"vllm-{k}" for k in range(SHORT_INSTANCES)]
+    n_nginx = int(target_lines * SHORT_NGINX_SHARE)
+    ticks = int(target_lines * SHORT_STATS_SHARE) // SHORT_INSTANCES  # seconds of log
+    startup = len(STARTUP)
+    duration_ns = ticks * NS
+    start_ns = T0 - 60 * NS
+    at = np.sort(T0 + rng.integers(0, duration_ns - 60 * NS, n_nginx))
+    refused = rng.random(n_nginx) < SHORT_REFUSED
+    instance = np.where(refused, -1, rng.choice(SHORT_INSTANCES, n_nginx, p=SHORT_WEIGHTS))
+    latency_ms = np.clip(rng.lognormal(np.log(800), 0.6, n_nginx), 20, 20_000).astype(np.int64)
+    latency_ms = np.where(refused, 1, latency_ms)
+    files: dict[str, dict] = {}
+
+    def put(rel: str, frame: pl.DataFrame) -> None:
+        lines, size = _write_lines(frame, bundle / rel)
+        files[rel] = {"lines": lines, "bytes": size}
+
+    ok = ~refused
+    nginx = pl.DataFrame({"at": at, "ok": ok, "up": instance, "ms": latency_ms})
+    upstream = pl.concat_str(pl.lit("10.0.2."), (21 + pl.col("up")).cast(pl.Utf8), pl.lit(":8000"))
+    put(
+        "proxy/nginx-access.log",
+        nginx.select(
+            pl.concat_str(
+                pl.lit("10.0.0.2 - - ["),
+                _stamp(pl.col("at"), "%d/%b/%Y:%H:%M:%S +0000"),
+                pl.lit(f'] "POST {CHAT} HTTP/1.1" '),
+                pl.when("ok").then(pl.lit("200 512")).otherwise(pl.lit("503 197")),
+                pl.lit(' "-" "python-httpx/0.27" '),
+                pl.when("ok").then(upstream).otherwise(pl.lit("-")),
+                pl.lit(" "),
+                pl.when("ok").then(pl.lit("200")).otherwise(pl.lit("-")),
+                pl.lit(" "),
+                _fixed(pl.col("ms"), 3),
+                pl.lit(" "),
+                pl.when("ok").then(_fixed((pl.col("ms") - 1).clip(0), 3)).otherwise(pl.lit("-")),
+            ).alias("line")
+        ),
+    )
+    records, upstreams = {}, {}
+    # every instance logs as many access lines; health checks and metrics scrapes fill
+    # each one's share of the line budget exactly
+    access = target_lines - n_nginx - SHORT_INSTANCES * (ticks + startup)
+    for k, name in enumerate(names):
+        mine = at[instance == k] - rng.integers(1_000_000, 5_000_000, int((instance == k).sum()))
+        own = access // SHORT_INSTANCES + (access % SHORT_INSTANCES if k == 0 else 0)
+        extra = own - len(mine)
+        if extra < 0:
+            raise ValueError(f"{target_lines} lines is too small for a short-line bundle")
+        chat = pl.DataFrame({"at": mine, "port": rng.integers(32768, 61000, len(mine))})
+        other = pl.DataFrame(
+            {
+                "at": np.sort(start_ns + 30 * NS + rng.integers(0, duration_ns, extra)),
+                "port": rng.integers(32768, 61000, extra),
+                "metrics": rng.random(extra) < 0.5,
+            }
+        )
+        tick_at = (
+            start_ns
+            + 20 * NS
+            + np.arange(ticks, dtype=np.int64) * NS
+            + rng.integers(0, 20_000_000, ticks)
+        )
+        started = np.searchsorted(np.sort(mine), tick_at)
+        ended = np.searchsorted(np.sort(mine + 800_000_000), tick_at)
+        parts = [
+            pl.DataFrame(
+                {
+                    "at": start_ns + np.arange(startup, dtype=np.int64) * NS // 2,
+                    "body": [t.format(md="02-24 05:59:00") for t in STARTUP],
+                }
+            ),
+            chat.select(
+                "at",
+                pl.format(
+                    'INFO:     10.0.0.2:{} - "POST {} HTTP/1.1" 200 OK', "port", pl.lit(CHAT)
+                ).alias("body"),
+            ),
+            other.select(
+                "at",
+                pl.format(
+                    'INFO:     10.0.3.9:{} - "GET {} HTTP/1.1" 200 OK',
+                    "port",
+                    pl.when("metrics").then(pl.lit("/metrics")).otherwise(pl.lit("/health")),
+                ).alias("body"),
+            ),
+            pl.DataFrame({"at": tick_at, "running": np.maximum(0, started - ended)}).select(
+                "at",
+                pl.concat_str(
+                    pl.lit("(APIServer pid=1) INFO "),
+                    _stamp(pl.col("at"), "%m-%d %H:%M:%S"),
+                    pl.lit(
+                        " [loggers.py:123] Engine 000: Avg prompt throughput: 120.0 tokens/s, "
+                        "Avg generation throughput: 310.5 tokens/s, Running: "
+                    ),
+                    pl.col("running").cast(pl.Utf8),
+                    pl.lit(
+                        " reqs, Waiting: 0 reqs, GPU KV cache usage: 3.1%, Prefix cache hit rate: 0.0%"
+                    ),
+                ).alias("body"),
+            ),
+        ]
+        frame = pl.concat(parts).sort("at", maintain_order=True)
+        put(
+            f"instances/{name}.log",
+            frame.select(pl.concat_str(_kubectl(pl.col("at")), "body").alias("line")),
+        )
+        records[f"instances/{name}.log"] = {
+            "server_requests": len(mine) + extra,
+            "engine_stats": ticks,
+        }
+        upstreams[f"10.0.2.{21 + k}:8000"] = {"instance": name, "lines": len(mine)}
+    records["proxy/nginx-access.log"] = {
+        "proxy_requests": n_nginx,
+        **({"proxy_events": int(refused.sum())} if refused.any() else {}),
+    }
+    truth = {
+        "generator": {
+            "version": SHORT_VERSION,
+            "kind": SHORT,
+            "seed": seed,
+            "target_lines": target_lines,
+            "instances": SHORT_INSTANCES,
+        },
+        "bundle": str(bundle),
+        "lines": sum(f["lines"] for f in files.values()),
+        "bytes": sum(f["bytes"] for f in files.values()),
+        "files": files,
+        "totals": {"sent": 0, "succeeded": 0, "failed": 0, "unreached": 0, "unknown": 0},
+        "instances": {name: 0 for name in names},
+        "records": records,
+        "upstreams": upstreams,
+        "generate_s": None,
+    }
+    truth["generate_s"] = round(time.perf_counter() - t_begin, 2)
+    truth_path.write_text(json.dumps(truth, indent=2) + "\n", encoding="utf-8")
+    return truth
+
+
+def is_current(truth_path: Path, target_lines: int, seed: int, kind: str = "incident") -> bool:
     """A bundle can be reused when its truth says same generator, seed and size, files intact."""
     try:
         truth = json.loads(truth_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
     gen = truth.get("generator", {})
-    if (gen.get("version"), gen.get("seed"), gen.get("target_lines")) != (
-        GENERATOR_VERSION,
-        seed,
-        target_lines,
-    ):
+    version = SHORT_VERSION if kind == SHORT else GENERATOR_VERSION
+    have = (gen.get("version"), gen.get("seed"), gen.get("target_lines"), gen.get("kind"))
+    if have != (version, seed, target_lines, kind if kind == SHORT else None):
         return False
     bundle = Path(truth["bundle"])
     return all(
@@ -491,34 +669,42 @@ def is_current(truth_path: Path, target_lines: int, seed: int) -> bool:
     )
 
 
-def ensure(target_lines: int, scratch: Path, seed: int = DEFAULT_SEED) -> tuple[Path, dict, bool]:
-    """The bundle for this size and seed, generated unless a current one exists.
+def ensure(
+    target_lines: int, scratch: Path, seed: int = DEFAULT_SEED, kind: str = "incident"
+) -> tuple[Path, dict, bool]:
+    """The bundle for this size, kind and seed, generated unless a current one exists.
 
     Returns (bundle folder, truth, reused?).
     """
-    bundle, truth_path = bundle_paths(scratch, target_lines, seed)
-    if is_current(truth_path, target_lines, seed):
+    bundle, truth_path = bundle_paths(scratch, target_lines, seed, kind)
+    if is_current(truth_path, target_lines, seed, kind):
         return bundle, json.loads(truth_path.read_text(encoding="utf-8")), True
-    return bundle, generate(target_lines, scratch, seed), False
+    make = generate_short if kind == SHORT else generate
+    return bundle, make(target_lines, scratch, seed), False
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="1M,5M,20M", help="comma-separated line counts (1M, 250k)")
+    ap.add_argument(
+        "--sizes",
+        default="1M,5M,20M,5M-short",
+        help="comma-separated line counts (1M, 250k; 5M-short: the short-line bundle)",
+    )
     ap.add_argument("--scratch", type=Path, default=DEFAULT_SCRATCH)
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
     ap.add_argument("--force", action="store_true", help="regenerate even if current")
     args = ap.parse_args()
     for size in args.sizes.split(","):
-        target = parse_size(size)
+        target, kind = parse_spec(size)
         if args.force:
-            truth, reused = generate(target, args.scratch, args.seed), False
+            make = generate_short if kind == SHORT else generate
+            truth, reused = make(target, args.scratch, args.seed), False
             bundle = Path(truth["bundle"])
         else:
-            bundle, truth, reused = ensure(target, args.scratch, args.seed)
+            bundle, truth, reused = ensure(target, args.scratch, args.seed, kind)
         state = "reused" if reused else f"generated in {truth['generate_s']:.1f} s"
         print(
-            f"{size_label(target)}: {bundle} — {truth['lines']:,} lines, "
+            f"{size_label(target, kind)}: {bundle} — {truth['lines']:,} lines, "
             f"{truth['bytes'] / 2**20:,.0f} MiB, {truth['totals']['sent']:,} requests ({state})"
         )
 

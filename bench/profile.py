@@ -96,8 +96,8 @@ def main() -> int:
     ap.add_argument("--no-html", action="store_true", help="JSON only (no charts)")
     ap.add_argument("--top", type=int, default=30)
     args = ap.parse_args()
-    target = generate.parse_size(args.size)
-    bundle, truth, _ = generate.ensure(target, args.scratch.resolve(), args.seed)
+    target, kind = generate.parse_spec(args.size)
+    bundle, truth, _ = generate.ensure(target, args.scratch.resolve(), args.seed, kind)
     out = bundle.parent / "profile"
     out.mkdir(exist_ok=True)
     env = dict(os.environ)

@@ -175,7 +175,8 @@ def worker(args) -> int:
     from logforensics import analysis as analysis_mod
     from logforensics.report import build_report, render_html, render_json
 
-    bundle, truth, _ = generate.ensure(generate.parse_size(args.size), args.scratch, args.seed)
+    target, kind = generate.parse_spec(args.size)
+    bundle, truth, _ = generate.ensure(target, args.scratch, args.seed, kind)
     out = bundle.parent / "stages"
     out.mkdir(exist_ok=True)
     t0 = time.perf_counter()

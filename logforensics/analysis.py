@@ -11,15 +11,17 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import polars as pl
 
+from logforensics import tables as datasets
 from logforensics.correlate import attribute, balance, clock, proxy, reach, steps
 from logforensics.correlate.records import inference_records
 from logforensics.diagnose import Finding, Thresholds, Verdict, diagnose
 from logforensics.ingest import InputError, ParseContext, SourceFile, prometheus_api
-from logforensics.ingest.inputs import InputFile, Inputs, expand, load
+from logforensics.ingest.inputs import InputFile, Inputs, combine, expand, load
 
 JSON_FORMAT_VERSION = 6
 CAPPED_MIN_STEPS = 3  # an instance's count fixed across this many steps...
@@ -43,6 +45,7 @@ class Options:
     prometheus_to: dt.datetime | None = None
     thresholds: Thresholds = field(default_factory=Thresholds)
     cache_dir: Path | None = None  # keep parsed tables as Parquet here (--cache)
+    tables: list[Path] = field(default_factory=list)  # read these datasets, not paths (--tables)
     progress: Callable[[int, int, int], None] | None = None  # called after each file is read
 
 
@@ -85,8 +88,9 @@ class Analysis:
     # under --redact, what the report applies to log text it reads later (cited lines)
     redact_text: Callable[[str], str] | None = None
 
-    @property
+    @cached_property
     def measured(self) -> pl.DataFrame:
+        """The requests without the warm-up (filtered once: every report section reads it)."""
         return self.requests.filter(~pl.col("warmup"))
 
     def totals(self) -> dict:
@@ -101,11 +105,11 @@ class Analysis:
         }
 
     def instance_shares(self) -> list[dict]:
-        m = self.measured
-        served = m.filter(pl.col("reached_instance").is_not_null()).height
+        counts = dict(self.measured.group_by("reached_instance").len().drop_nulls().iter_rows())
+        served = sum(counts.values())
         out = []
         for name in self.instances:
-            n = m.filter(pl.col("reached_instance") == name).height
+            n = counts.get(name, 0)
             out.append({"name": name, "requests": n, "share": (n / served) if served else None})
         return out
 
@@ -254,12 +258,9 @@ def instance_names(tables: dict[str, pl.DataFrame]) -> list[str]:
     return sorted(tables["server_requests"]["instance"].drop_nulls().unique().to_list())
 
 
-def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
-    options = options or Options()
-    findings: list[Finding] = []
+def parse_context(paths: list[Path], options: Options) -> tuple[ParseContext, list[str]]:
+    """What parsers cannot know from their own file, and a note if the year was assumed."""
     year, year_note = (options.year, None) if options.year else infer_year(paths)
-    if year_note:
-        findings.append(Finding("year_assumed", year_note))
     ctx = ParseContext(
         year=year,
         server_tz=options.server_tz,
@@ -267,14 +268,36 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         client_anchor=options.client_anchor,
         scraped_at=options.scraped_at,
     )
-    inputs: Inputs = load(
-        paths,
-        ctx,
-        options.instance_names,
-        options.cache_dir,
-        options.progress,
-        instance_labels=options.instance_labels,
-    )
+    return ctx, [year_note] if year_note else []
+
+
+def read_tables(folders: list[Path], instance_labels: dict[str, str]) -> tuple[Inputs, list[str]]:
+    """`--tables` datasets combined as one run's inputs; the year notes their ingests made."""
+    read = datasets.read_datasets(folders)
+    if datasets.context_of(read) is None:
+        raise InputError(
+            "the --tables datasets were parsed with different --year/--server-tz/--client-tz/"
+            "--started-at/--scraped-at: ingest them again with the same options"
+        )
+    return combine(read.read, instance_labels), sorted(set(read.year_notes))
+
+
+def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
+    options = options or Options()
+    findings: list[Finding] = []
+    if options.tables:
+        inputs, year_notes = read_tables(options.tables, options.instance_labels)
+    else:
+        ctx, year_notes = parse_context(paths, options)
+        inputs = load(
+            paths,
+            ctx,
+            options.instance_names,
+            options.cache_dir,
+            options.progress,
+            instance_labels=options.instance_labels,
+        )
+    findings += [Finding("year_assumed", note) for note in year_notes]
     if options.prometheus_url:
         prometheus_api.add_to(
             inputs,

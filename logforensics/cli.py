@@ -22,7 +22,9 @@ from logforensics.analysis import Options, analyze
 from logforensics.diagnose import Thresholds
 from logforensics.diagnose.thresholds import option_name, threshold_fields
 from logforensics.gates import evaluate, parse_condition
+from logforensics.ingest import InputError
 from logforensics.redact import redact as redact_analysis
+from logforensics.tables import TablesError
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_GATE = 0, 2, 3
 
@@ -127,7 +129,7 @@ def cli() -> None:
 
 
 @cli.command("analyze")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option(
     "-o", "--html", "html_out", type=click.Path(path_type=Path), help="Write the HTML report here."
 )
@@ -228,6 +230,14 @@ def cli() -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Keep parsed tables as Parquet here; a re-run with other options skips parsing.",
 )
+@click.option(
+    "--tables",
+    "tables_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Analyse these datasets (written by `logforensics ingest --tables`) instead of PATHS; "
+    "repeat for several.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress display on stderr.")
 def analyze_command(
     paths,
@@ -249,13 +259,17 @@ def analyze_command(
     redact,
     fail_on,
     cache_dir,
+    tables_dirs,
     quiet,
     **thresholds,
 ) -> None:
     """Analyse logs (files or folders, .gz too) and write the reports.
 
-    Every file's format is sniffed; the verdict is printed in one line.
+    Every file's format is sniffed; the verdict is printed in one line. With
+    --tables, the datasets `logforensics ingest` wrote are analysed instead.
     """
+    if bool(paths) == bool(tables_dirs):
+        raise click.UsageError("give PATHS or --tables DIR (one or the other)")
     from logforensics.report import build_report, render_html, render_json, render_markdown
     from logforensics.report.ledger import build_ledger, write_ledger
 
@@ -273,10 +287,15 @@ def analyze_command(
         prometheus_to=prometheus_to,
         upstreams=_pairs(upstreams, "--upstream"),
         cache_dir=cache_dir,
+        tables=list(tables_dirs),
         progress=None if quiet else Progress(),
         thresholds=Thresholds(**thresholds),
     )
-    analysis = analyze(list(paths), options)
+    try:
+        analysis = analyze(list(paths), options)
+    except (InputError, TablesError) as exc:
+        click.echo(f"logforensics: error: {exc}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
     if redact:
         analysis = redact_analysis(analysis)
     for error in analysis.errors:
@@ -323,6 +342,81 @@ def analyze_command(
     for condition in held:
         click.echo(f"logforensics: fail-on: {condition}", err=True)
     sys.exit(EXIT_GATE if held else EXIT_OK)
+
+
+@cli.command("ingest")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--tables",
+    "tables_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write the dataset into this (new or empty) folder.",
+)
+@click.option(
+    "--instance",
+    "instances",
+    multiple=True,
+    metavar="NAME=PATH",
+    help="Name the instance a log belongs to (default: the file's name).",
+)
+@click.option(
+    "--year",
+    type=int,
+    help="Year for yearless vLLM stamps (default: from a dated source, else this year).",
+)
+@click.option(
+    "--server-tz", default="UTC", show_default=True, help="Zone of the servers' own stamps."
+)
+@click.option(
+    "--client-tz", default="UTC", show_default=True, help="Zone of naive client timestamps."
+)
+@click.option(
+    "--started-at",
+    "started_at",
+    callback=lambda ctx, param, value: _utc(value, "--started-at"),
+    help="Wall time (ISO 8601) of the first request, for client files timed on a counter.",
+)
+@click.option(
+    "--scraped-at",
+    "scraped_at",
+    callback=lambda ctx, param, value: _utc(value, "--scraped-at"),
+    help="When a single saved /metrics snapshot was taken (ISO 8601), if the file does not say.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="No progress display on stderr.")
+def ingest_command(
+    paths, tables_dir, instances, year, server_tz, client_tz, started_at, scraped_at, quiet
+) -> None:
+    """Parse files (each on its own) into a Parquet dataset for `analyze --tables`.
+
+    Datasets written over parts of the files (on other machines too) are
+    analysed together: `analyze --tables DIR1 --tables DIR2`.
+    """
+    from logforensics.analysis import parse_context
+    from logforensics.ingest.inputs import read
+    from logforensics.tables import write_dataset
+
+    options = Options(
+        year=year,
+        server_tz=server_tz,
+        client_tz=client_tz,
+        client_anchor=started_at,
+        scraped_at=scraped_at,
+    )
+    ctx, year_notes = parse_context(list(paths), options)
+    files = read(
+        list(paths), ctx, _parse_instance(instances), progress=None if quiet else Progress()
+    )
+    try:
+        write_dataset(tables_dir, files, ctx, year_notes[0] if year_notes else None)
+    except TablesError as exc:
+        click.echo(f"logforensics: error: {exc}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    for error in files.errors:
+        click.echo(f"logforensics: error: {error}", err=True)
+    lines = sum(p.result.lines for p in files.parsed if p.result)
+    click.echo(f"wrote {tables_dir}: {len(files.files)} files, {lines:,} lines", err=True)
+    sys.exit(EXIT_BAD_INPUT if files.errors else EXIT_OK)
 
 
 @cli.command("detect")

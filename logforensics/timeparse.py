@@ -51,6 +51,13 @@ def iso_to_utc(text: pl.Expr, assume_tz: str = "UTC") -> pl.Expr:
     return pl.when(zone.is_not_null()).then(zoned).otherwise(naive)
 
 
+def runtime_stamp_to_utc(stamp: pl.Expr) -> pl.Expr:
+    """``YYYY-MM-DDTHH:MM:SS.f…Z`` (a container runtime's stamp) to UTC µs; null if it is not one."""
+    return stamp.str.to_datetime(
+        "%Y-%m-%dT%H:%M:%S%.fZ", time_unit="us", strict=False, cache=False
+    ).dt.replace_time_zone("UTC")
+
+
 def yearless_to_utc(text: pl.Expr, year: int, assume_tz: str = "UTC") -> pl.Expr:
     """vLLM's ``MM-DD HH:MM:SS`` stamp, given the year and the server's zone.
 
@@ -159,16 +166,23 @@ def parse_iso(values: pl.Series, assume_tz: str = "UTC") -> pl.Series:
     column; only the rows it misses (mixed styles, commas, odd offsets) take
     the slower regex path. Unreadable values are null.
     """
-    text = values.cast(pl.Utf8).str.strip_chars()
+    text = values.cast(pl.Utf8)
+    if text.str.contains(r"^\s|\s$").any():
+        text = text.str.strip_chars()
     present = text.is_not_null() & (text != "")
-    sample = text.filter(present).head(SNIFF_SAMPLE)
+    sample = text.head(SNIFF_SAMPLE * 10).drop_nulls()
+    sample = sample.filter(sample != "").head(SNIFF_SAMPLE)
+    if sample.len() < SNIFF_SAMPLE < text.len():  # the first present values lie further on
+        sample = text.filter(present).head(SNIFF_SAMPLE)
+    # stamps with a fraction are nearly all distinct: a cache of parsed values only costs
+    cache = not sample.str.contains(r"[.,]\d").any()
     out = None
     for fmt, kind in FAST_ISO_FORMATS:
         if (
             sample.len()
             and sample.str.to_datetime(fmt, time_unit="us", strict=False).null_count() == 0
         ):
-            parsed = text.str.to_datetime(fmt, time_unit="us", strict=False)
+            parsed = text.str.to_datetime(fmt, time_unit="us", strict=False, cache=cache)
             if kind == "utc":
                 parsed = parsed.dt.replace_time_zone("UTC")
             elif kind == "local":

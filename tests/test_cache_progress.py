@@ -42,7 +42,7 @@ def test_cache_gives_the_same_analysis_and_notices_a_changed_file(tmp_path):
 def test_a_damaged_cache_entry_is_parsed_again(tmp_path):
     store = tmp_path / "cache"
     first = without_time(analyze([FIXTURES / "healthy"], Options(cache_dir=store)).to_dict())
-    for meta in store.rglob("meta.json"):
+    for meta in store.rglob("file.json"):
         meta.write_text("{not json")
     assert (
         without_time(analyze([FIXTURES / "healthy"], Options(cache_dir=store)).to_dict()) == first

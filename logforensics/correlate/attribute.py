@@ -38,10 +38,9 @@ def identity_matches(client: pl.DataFrame, server: pl.DataFrame, offset_s: float
     """
     out = []
     server_ids = with_request_keys(server.filter(pl.col("request_id").is_not_null()))
-    left = with_request_keys(
-        client.filter(pl.col("request_id").is_not_null()).select("_row", "request_id")
-    )
+    left = client.filter(pl.col("request_id").is_not_null()).select("_row", "request_id")
     if left.height and server_ids.height:
+        left = with_request_keys(left)
         exact = left.select("_row", "_key").join(server_ids, on="_key")
         out.append(
             exact.select(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from logforensics.correlate.pairing import pair_windows, pair_within
+from logforensics.correlate.pairing import first_reaching, pair_windows, pair_within
 from logforensics.correlate.records import (
     MATCH_TOLERANCE_S,
     engine_requests,
@@ -85,6 +85,7 @@ def estimate_offset(
     forced: float | None,
     prefer: float = 0.0,
     server: pl.DataFrame | None = None,
+    rivals: bool = True,
 ) -> ClockFit:
     """The client→server clock offset that lets the most server records fit a request end.
 
@@ -96,11 +97,34 @@ def estimate_offset(
     (uvicorn's access log off), the engines' ``Received request`` lines are
     fitted to the requests' starts instead (`server`: the server requests).
     """
-    return _fit([clock_evidence(client, records, server)], forced, prefer)
+    return _fit([clock_evidence(client, records, server)], forced, prefer, rivals=rivals)
+
+
+@dataclass
+class RequestTimes:
+    """The client's request times every fit compares against, each sorted once.
+
+    `starts`: every request's start (failed ones too); `ends`: the successes' ends.
+    """
+
+    starts: np.ndarray
+    ends: np.ndarray
+
+    @classmethod
+    def of(cls, client: pl.DataFrame) -> RequestTimes:
+        times = client.select(
+            seconds("started_at").alias("s"),
+            pl.when(pl.col("ok")).then(seconds("ended_at")).alias("e"),
+        )
+        # client files are written in start or end order: a stable sort of sorted runs is linear
+        starts, ends = (
+            np.sort(times[c].drop_nulls().to_numpy(), kind="stable") for c in ("s", "e")
+        )
+        return cls(starts, ends)
 
 
 def clock_evidence(
-    client: pl.DataFrame, records: pl.DataFrame, server: pl.DataFrame | None
+    client: pl.DataFrame | RequestTimes, records: pl.DataFrame, server: pl.DataFrame | None
 ) -> Echoes:
     """What the clock is judged on: the engines' arrival lines where there are enough.
 
@@ -110,15 +134,16 @@ def clock_evidence(
     ends it pulls the offset a whole latency off. Access lines decide only
     where the engines log no arrivals.
     """
+    times = client if isinstance(client, RequestTimes) else RequestTimes.of(client)
     if server is not None:
-        arrivals = _arrival_echoes(client, server)
+        arrivals = _arrival_echoes(times, server)
         if len(arrivals.points) >= INSTANCE_MIN_MATCHES and len(arrivals.anchors):
             return arrivals
     points, widths = _record_points(records)
-    return Echoes(points, widths, _end_times(client))
+    return Echoes(points, widths, times.ends)
 
 
-def _arrival_echoes(client: pl.DataFrame, server: pl.DataFrame) -> Echoes:
+def _arrival_echoes(times: RequestTimes, server: pl.DataFrame) -> Echoes:
     """The engines' ``Received request`` stamps against the requests' starts, failed ones too."""
     arrivals = (
         engine_requests(server)
@@ -126,20 +151,7 @@ def _arrival_echoes(client: pl.DataFrame, server: pl.DataFrame) -> Echoes:
         .select(seconds("received_at").alias("at"), "at_precision_s")
         .sort("at")
     )
-    starts = client.filter(pl.col("started_at").is_not_null()).select(seconds("started_at"))
-    return Echoes(
-        arrivals["at"].to_numpy(),
-        arrivals["at_precision_s"].to_numpy(),
-        np.sort(starts.to_series().to_numpy()),
-    )
-
-
-def _end_times(client: pl.DataFrame) -> np.ndarray:
-    """Sorted ends of the successful requests: sorted once, reused by every fit."""
-    ends = client.filter(pl.col("ok") & pl.col("ended_at").is_not_null()).select(
-        seconds("ended_at")
-    )
-    return np.sort(ends.to_series().to_numpy()) if ends.height else np.array([])
+    return Echoes(arrivals["at"].to_numpy(), arrivals["at_precision_s"].to_numpy(), times.starts)
 
 
 def _record_points(records: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -213,6 +225,7 @@ def _fit(
     forced: float | None,
     prefer: float = 0.0,
     subset: bool = False,
+    rivals: bool = True,
 ) -> ClockFit:
     """The offset most of the evidence agrees with, refined on its most precise kind.
 
@@ -220,6 +233,8 @@ def _fit(
     one-to-one pairing is biased (the earliest free end within the tolerance
     is usually another instance's request, about a second early, and three
     refinements drifted 3 s), so the offset is refined on nearest ends instead.
+    `rivals`: also score the agreement of the best offset and of its best rival
+    (`paired`, `second_*`), which only the common clock reports.
     """
     considered = sum(len(e.points) for e in evidence)
     if forced is not None:
@@ -230,16 +245,20 @@ def _fit(
         return ClockFit(0.0, "assumed", 0, considered)
     candidates = {0.0, prefer}.union(*(e.candidates() for e in usable))
 
+    ranks: dict[float, tuple[float, float]] = {}
+
     def rank(c: float) -> tuple[float, float]:
-        return sum(e.agreeing(c) for e in usable), -abs(c - prefer)
+        if c not in ranks:
+            ranks[c] = sum(e.agreeing(c) for e in usable), -abs(c - prefer)
+        return ranks[c]
 
     # where the preferred offset is agreed by all the evidence, no candidate can outrank it
     at_prefer = rank(prefer)
     best = prefer if at_prefer[0] >= sum(e.most() for e in usable) else max(candidates, key=rank)
     widths = np.concatenate([e.widths for e in usable])
     gap = max(RIVAL_GAP_S, 2 * float(np.median(widths)) + 2 * MATCH_TOLERANCE_S)
-    rivals = [c for c in candidates if abs(c - best) > gap]
-    second = max(rivals, key=rank) if rivals else None
+    others = [c for c in candidates if abs(c - best) > gap] if rivals else []
+    second = max(others, key=rank) if others else None
     precise = [e for e in usable if e.widths.max() <= MATCH_TOLERANCE_S]
     if precise:
         finest = min(precise, key=lambda e: float(np.median(e.widths)))
@@ -262,7 +281,7 @@ def _fit(
         considered,
         residual,
         zone_hint(best),
-        paired=round(rank(best)[0]),
+        paired=round(rank(best)[0]) if rivals else 0,
         second_offset_s=round(second, 3) if second_paired else None,
         second_paired=second_paired,
     )
@@ -272,12 +291,11 @@ def _fitting(points: np.ndarray, widths: np.ndarray, ends: np.ndarray, offset: f
     """Per record: does its interval [at - tol, at + precision + tol] hold a shifted request end?"""
     if not len(points) or not len(ends):
         return np.zeros(len(points), bool)
-    shifted = ends + offset
     lo = points - MATCH_TOLERANCE_S
     hi = points + widths + MATCH_TOLERANCE_S
-    idx = np.searchsorted(shifted, lo)
-    ok = idx < len(shifted)
-    ok[ok] &= shifted[idx[ok]] <= hi[ok]
+    idx = first_reaching(ends, np.full(len(points), offset), lo, strict=False)
+    ok = idx < len(ends)
+    ok[ok] &= ends[idx[ok]] + offset <= hi[ok]
     return ok
 
 
@@ -319,17 +337,20 @@ def align_instances(
     server = tables["server_requests"]
     fits: dict[str, ClockFit] = {}
     shifts: dict[str, float] = {}
-    names = set(records["instance"].drop_nulls()) | set(server["instance"].drop_nulls())
+    times = RequestTimes.of(client)
+    own_records = records.partition_by("instance", as_dict=True)
+    own_lines = server.filter(pl.col("event") != "access").partition_by("instance", as_dict=True)
+    names = {k[0] for k in own_records} | set(server["instance"].drop_nulls().unique())
     for name in sorted(names):
         own = clock_evidence(
-            client,
-            records.filter(pl.col("instance") == name),
-            server.filter(pl.col("instance") == name),
+            times,
+            own_records.get((name,), records.clear()),
+            own_lines.get((name,), server.clear()),
         )
         if clock.method == "forced":
             fits[name] = _fit([own], clock.offset_s)
             continue
-        fit = _fit([own], None, prefer=clock.offset_s, subset=True)
+        fit = _fit([own], None, prefer=clock.offset_s, subset=True, rivals=False)
         fits[name] = fit
         at_common = int(_fitting(own.points, own.widths, own.anchors, clock.offset_s).sum())
         # move an instance only when its own clock explains more of its records
@@ -357,14 +378,14 @@ def align_instances(
 
 
 def _nearest(points: np.ndarray, ends: np.ndarray, offset: float) -> np.ndarray:
-    shifted = ends + offset
-    idx = (
-        np.clip(np.searchsorted(shifted, points), 1, len(shifted) - 1)
-        if len(shifted) > 1
-        else np.zeros(len(points), int)
-    )
-    left = shifted[np.maximum(idx - 1, 0)]
-    right = shifted[idx]
+    """Each point's difference to the nearest shifted end (the earlier one on a tie)."""
+    if len(ends) > 1:
+        found = first_reaching(ends, np.full(len(points), offset), points, strict=False)
+        idx = np.clip(found, 1, len(ends) - 1)
+    else:
+        idx = np.zeros(len(points), int)
+    left = ends[np.maximum(idx - 1, 0)] + offset
+    right = ends[idx] + offset
     return np.where(np.abs(points - left) <= np.abs(points - right), points - left, points - right)
 
 
@@ -379,18 +400,21 @@ def head_window(
     return head, ends[keep]
 
 
-def head_span(points: np.ndarray, ends: np.ndarray, offset: float) -> tuple[np.ndarray, np.ndarray]:
-    """The first REFINE_POINTS points (sorted) and a mask of the ends that could pair with them.
+def head_span(points: np.ndarray, ends: np.ndarray, offset: float) -> tuple[np.ndarray, slice]:
+    """The first REFINE_POINTS points (sorted) and the stretch of the (sorted) ends that
+    could pair with them.
 
     One-to-one pairing must see every candidate in a stretch of time, so the
     stretch is contiguous rather than sampled.
     """
     if len(points) <= REFINE_POINTS:
-        return points, np.ones(len(ends), dtype=bool)
+        return points, slice(None)
     head = points[:REFINE_POINTS]
     margin = 10 * MATCH_TOLERANCE_S
-    keep = (ends + offset >= head[0] - margin) & (ends + offset <= head[-1] + margin)
-    return head, keep
+    bounds = np.array([head[0] - margin, head[-1] + margin])
+    first = first_reaching(ends, np.full(1, offset), bounds[:1], strict=False)[0]
+    stop = first_reaching(ends, np.full(1, offset), bounds[1:], strict=True)[0]
+    return head, slice(first, stop)
 
 
 def paired_shift(

@@ -84,19 +84,20 @@ def pair_within(points: np.ndarray, times: np.ndarray, tol: float) -> np.ndarray
     return picks
 
 
-def _first_reaching(
+def first_reaching(
     values: np.ndarray, shift: np.ndarray, targets: np.ndarray, strict: bool
 ) -> np.ndarray:
     """Per target, the first index of sorted `values` with values + shift >= target (> if strict).
 
     The sum is tested exactly as written, rounding included. With one shift
-    for all, the shifted values are searched; otherwise searching for
-    target - shift can land next to the answer, so the search is corrected
-    across runs of equal values until the test holds there and fails before.
+    for all and no more values than targets, the shifted values are searched;
+    otherwise (many values: no shifted copy of them) searching for target -
+    shift can land next to the answer, so the search is corrected across runs
+    of equal values until the test holds there and fails before.
     """
     side = "right" if strict else "left"
-    if len(shift) and (shift == shift[0]).all():  # one shift: the sums themselves are sorted
-        return np.searchsorted(values + shift[0], targets, side=side)
+    if len(shift) and len(values) <= len(targets) and (shift == shift[0]).all():
+        return np.searchsorted(values + shift[0], targets, side=side)  # the sums are sorted
     found = np.searchsorted(values, targets - shift, side=side)
 
     def holds(at: np.ndarray, which: np.ndarray) -> np.ndarray:
@@ -132,8 +133,8 @@ def pair_windows(
     picks = np.full(len(points), -1, dtype=np.int64)
     known = np.flatnonzero(~np.isnan(points))  # a missing time takes nothing and moves nothing
     points, tols = points[known], tols[known]
-    first = _first_reaching(hi, tols, points, strict=False)
-    stop = _first_reaching(lo, -tols, points, strict=True)
+    first = first_reaching(hi, tols, points, strict=False)
+    stop = first_reaching(lo, -tols, points, strict=True)
     picks[known] = pair_in_order(first, stop)
     return picks
 

@@ -68,6 +68,18 @@ def last_upstream(col: pl.Expr) -> pl.Expr:
     return col.str.split(" : ").list.last().str.split(", ").list.last().str.strip_chars()
 
 
+def with_last_upstream(frame: pl.DataFrame, name: str) -> pl.DataFrame:
+    """`frame` with column `name`: `last_upstream` of its `upstream`, worked out once per
+    distinct value (a log names few upstreams on millions of lines)."""
+    values = frame.select(pl.col("upstream").drop_nulls().unique()).to_series()
+    last = pl.DataFrame({"upstream": values}).select(last_upstream(pl.col("upstream"))).to_series()
+    return frame.with_columns(
+        pl.col("upstream")
+        .replace_strict(values, last, default=None, return_dtype=pl.Utf8)
+        .alias(name)
+    )
+
+
 def _stamp_precision(frame: pl.DataFrame) -> float:
     """Whole-second stamps (nginx's $time_local) are good to a second; others to a millisecond."""
     if frame.is_empty():
@@ -240,10 +252,9 @@ def map_upstreams(
     that fits two instances about as well is left unmapped rather than
     guessed; last, requests per second.
     """
-    answered = (
-        proxy.filter(pl.col("upstream").is_not_null())
-        .with_columns(last_upstream(pl.col("upstream")).alias("address"))
-        .filter(pl.col("http_status").is_between(200, 299))
+    answered = with_last_upstream(
+        proxy.filter(pl.col("upstream").is_not_null() & pl.col("http_status").is_between(200, 299)),
+        "address",
     )
     access = inference_records(server) if records is None else records
     tol = MATCH_TOLERANCE_S + _stamp_precision(proxy)
@@ -254,7 +265,8 @@ def map_upstreams(
     by_address = _times_by(answered, "address")
     fits: dict[str, UpstreamFit] = {}
     scores = []
-    tried = proxy.select(last_upstream(pl.col("upstream")).drop_nulls().unique()).to_series()
+    distinct = proxy.select(pl.col("upstream").drop_nulls().unique())
+    tried = distinct.select(last_upstream(pl.col("upstream")).unique()).to_series()
     # every address the proxy sent to, answered or not; a group name is not an upstream
     logged = sorted(
         set(by_address) | set(forced) | {u for u in tried if host_port((aliases or {}).get(u, u))}
@@ -369,7 +381,8 @@ def attribute(
         )
         .sort("at")
     )
-    clock = estimate_offset(requests, inference, forced_offset)
+    # only its fit is reported: no rival offsets scored
+    clock = estimate_offset(requests, inference, forced_offset, rivals=False)
     rows = requests.with_row_index("_row")
     by_id = rows.filter(pl.col("request_id").is_not_null()).join(
         inference.filter(pl.col("request_id").is_not_null()).select(
@@ -396,9 +409,9 @@ def attribute(
         pinned,
     )
     owner = pl.concat([pinned, by_time.filter(~pl.col("pinned")).select("_row", "instance")])
-    details = inference.select(
+    details = with_last_upstream(inference, "proxy_upstream").select(
         pl.col("source").alias("proxy_source"),
-        last_upstream(pl.col("upstream")).alias("proxy_upstream"),
+        "proxy_upstream",
         pl.col("delivery").alias("proxy_delivery"),
         pl.col("http_status").alias("proxy_status"),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 WITNESS_OF_MATCH = {
@@ -115,35 +116,26 @@ def engines_idle_at_end(
     names = sorted(set(coverage) & set(stats["instance"].drop_nulls().unique().to_list()))
     if len(names) < len(coverage):
         return pl.lit(False)
-    shift = pl.duration(microseconds=int(round(offset_s * 1e6)))
-    ends = (
-        requests.with_row_index("_r")
-        .filter(pl.col("ended_at").is_not_null())
-        .select("_r", (pl.col("ended_at") + shift).alias("at"))
-    )
-    inside = pl.col("running").fill_null(0) + pl.col("waiting").fill_null(0)
-    per_instance = (
-        ends.join(pl.DataFrame({"instance": names}), how="cross")
-        .sort("instance", "at")
-        .join_asof(
-            stats.filter(pl.col("instance").is_in(names))
-            .select("instance", "at", inside.alias("_inside"))
-            .sort("instance", "at"),
-            on="at",
-            by="instance",
-            strategy="backward",
-            check_sortedness=False,
+    shift_us = int(round(offset_s * 1e6))
+    ends = requests["ended_at"].dt.epoch("us") + shift_us
+    idle = ends.is_not_null().to_numpy()
+    ends = ends.fill_null(0).to_numpy()
+    by_instance = (
+        stats.filter(pl.col("instance").is_in(names) & pl.col("at").is_not_null())
+        .select(
+            "instance",
+            pl.col("at").dt.epoch("us"),
+            (pl.col("running").fill_null(0) + pl.col("waiting").fill_null(0)).alias("inside"),
         )
+        .sort("at", maintain_order=True)
+        .partition_by("instance", as_dict=True)
     )
-    idle = per_instance.group_by("_r").agg(
-        (pl.col("_inside").fill_null(0) == 0).all().alias("_idle")
-    )
-    flags = (
-        pl.DataFrame({"_r": range(requests.height)}, schema={"_r": pl.UInt32})
-        .join(idle, on="_r", how="left", maintain_order="left")["_idle"]
-        .fill_null(False)
-    )
-    return pl.lit(flags)
+    for own in by_instance.values():
+        # the instance's last line at or before each end (none yet: it had been idle)
+        last = np.searchsorted(own["at"].to_numpy(), ends, side="right") - 1
+        inside = own["inside"].to_numpy()
+        idle &= (last < 0) | (inside[np.maximum(last, 0)] == 0)
+    return pl.lit(pl.Series(idle))
 
 
 MISSING_LOG_SHARE = 0.02  # successes no instance log saw, beyond which a log is missing

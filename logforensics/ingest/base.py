@@ -18,7 +18,7 @@ import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import polars as pl
 
@@ -266,6 +266,15 @@ class ParseResult:
         if name in self.tables:
             frame = pl.concat([self.tables[name], frame])
         self.tables[name] = frame
+
+
+class Parsed(NamedTuple):
+    """One file as read: its source, format and result, or why it was not read."""
+
+    source: SourceFile
+    fmt: FileFormat | None
+    result: ParseResult | None
+    failure: str | None
 
 
 @dataclass

@@ -38,8 +38,11 @@ class SameRun:
 def drop_copied_files(frames: list[pl.DataFrame]) -> tuple[list[pl.DataFrame], list[SameRun]]:
     """Per-file `client_requests` frames, without the files that copy another's requests."""
 
-    def ids(frame: pl.DataFrame) -> set:
-        return set(frame["request_id"].drop_nulls().to_list())
+    def ids(frame: pl.DataFrame) -> pl.Series:
+        return frame["request_id"].drop_nulls()
+
+    def within(own: pl.Series, other: pl.Series) -> bool:
+        return bool(own.len()) and bool(own.is_in(other.unique().implode()).all())
 
     def rank(frame: pl.DataFrame) -> tuple:
         return (-frame["started_at"].is_not_null().sum(), -frame.height)
@@ -48,8 +51,8 @@ def drop_copied_files(frames: list[pl.DataFrame]) -> tuple[list[pl.DataFrame], l
     kept: list[int] = []
     same: list[SameRun] = []
     for i in order:
-        own = ids(frames[i])
-        record = next((k for k in kept if own and own <= ids(frames[k])), None)
+        own = ids(frames[i]) if kept else None
+        record = next((k for k in kept if within(own, ids(frames[k]))), None)
         if record is None:
             kept.append(i)
             continue

@@ -13,7 +13,9 @@ import polars as pl
 
 from logforensics import cache, model
 from logforensics.ingest import FILE_FORMATS, InputError, ParseContext, SourceFile, detect, evidence
+from logforensics.ingest.base import Parsed
 from logforensics.ingest.sources import (
+    Duplicate,
     distinct_files,
     instance_name,
     not_a_log,
@@ -87,36 +89,38 @@ def expand(paths: list[Path]) -> tuple[list[tuple[Path, bool]], list[str]]:
 
 def _read_one(
     path: Path,
-    named: bool,
     ctx: ParseContext,
     instance_names: dict[Path, str],
     cache_dir: Path | None = None,
-):
-    """Sniff and parse one file: (source, format, result, failure reason or None)."""
+) -> Parsed:
+    """Sniff and parse one file (or take it from the --cache)."""
     source = SourceFile(path, str(path), instance_names.get(path.resolve(), instance_name(path)))
     try:
         entry = cache.key(path, source.instance, ctx) if cache_dir else None
-        if entry and (hit := cache.load(cache_dir, entry)):
-            return source, *hit, None
-        # a document or config that quotes log lines (a write-up, a GROUND_TRUTH.md)
-        if path.suffix.lower() in DOCUMENT_SUFFIXES and (
-            what := not_a_log(source.head(), path.suffix)
-        ):
-            return source, None, None, f"not a log: {what}"
-        fmt = detect(source)
-        if fmt is None:
-            if source.is_blank():
-                return source, None, None, "empty file"
-            what = not_a_log(source.head(), path.suffix)
-            return source, None, None, f"not a log: {what}" if what else "no known format"
-        result = fmt.parse(source, ctx)
-        source.release()
+        if entry and (hit := cache.load(cache_dir, entry, source)):
+            return hit
+        one = _parse_one(source, path, ctx)
         if entry:
-            cache.store(cache_dir, entry, fmt, result)
-        return source, fmt, result, None
+            cache.store(cache_dir, entry, one)
+        return one
     except (InputError, OSError) as exc:
         message = str(exc) if isinstance(exc, InputError) else f"{path}: cannot read: {exc}"
-        return source, None, None, message
+        return Parsed(source, None, None, message)
+
+
+def _parse_one(source: SourceFile, path: Path, ctx: ParseContext) -> Parsed:
+    # a document or config that quotes log lines (a write-up, a GROUND_TRUTH.md)
+    if path.suffix.lower() in DOCUMENT_SUFFIXES and (what := not_a_log(source.head(), path.suffix)):
+        return Parsed(source, None, None, f"not a log: {what}")
+    fmt = detect(source)
+    if fmt is None:
+        if source.is_blank():
+            return Parsed(source, None, None, "empty file")
+        what = not_a_log(source.head(), path.suffix)
+        return Parsed(source, None, None, f"not a log: {what}" if what else "no known format")
+    result = fmt.parse(source, ctx)
+    source.release()
+    return Parsed(source, fmt, result, None)
 
 
 def load(
@@ -133,12 +137,38 @@ def load(
     `progress(files_done, files_total, lines_so_far)` is called after each file;
     `instance_labels` names instances that metrics label otherwise (label → name).
     """
+    return combine(read(paths, ctx, instance_names, cache_dir, progress, jobs), instance_labels)
+
+
+@dataclass
+class Read:
+    """Every file of some paths parsed on its own, before any decision across files.
+
+    `files`: (path, named on the command line) in input order, `parsed` beside
+    them; `duplicates`: files left out as copies of others; `given`: the files
+    whose instance the user named (--instance).
+    """
+
+    files: list[tuple[Path, bool]]
+    parsed: list[Parsed]
+    duplicates: list[Duplicate] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    given: set[Path] = field(default_factory=set)
+
+
+def read(
+    paths: list[Path],
+    ctx: ParseContext,
+    instance_names: dict[Path, str] | None = None,
+    cache_dir: Path | None = None,
+    progress: Callable[[int, int, int], None] | None = None,
+    jobs: int = DEFAULT_JOBS,
+) -> Read:
+    """Parse each file independently (a few at a time); nothing here looks across files
+    but one file, once (`distinct_files`)."""
     instance_names = {p.resolve(): n for p, n in (instance_names or {}).items()}
     files, errors = expand(paths)
     files, duplicates = distinct_files(files)
-    collected: dict[str, list[pl.DataFrame]] = {name: [] for name in model.SCHEMAS}
-    accounts: list[InputFile] = []
-    instance_spans: list[tuple[str, tuple]] = []
     # polars reads and parses without the GIL, so files are parsed a few at a
     # time: 1.6× faster over the bench's eight instance logs on two cores, for
     # a second file's working memory. Largest first, so one big file does not
@@ -148,15 +178,31 @@ def load(
     order = sorted(range(len(files)), key=lambda i: -_size(files[i][0]))
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {
-            pool.submit(_read_one, files[i][0], files[i][1], ctx, instance_names, cache_dir): i
-            for i in order
+            pool.submit(_read_one, files[i][0], ctx, instance_names, cache_dir): i for i in order
         }
         for done, future in enumerate(as_completed(futures), start=1):
             parsed[futures[future]] = one = future.result()
-            lines_so_far += one[2].lines if one[2] else 0
+            lines_so_far += one.result.lines if one.result else 0
             if progress:
                 progress(done, len(files), lines_so_far)
-    _attribute_scrapes(files, parsed, instance_names)
+    given = {path for path, _ in files if path.resolve() in instance_names}
+    return Read(files, parsed, duplicates, errors, given)
+
+
+def combine(read: Read, instance_labels: dict[str, str] | None = None) -> Inputs:
+    """The decisions across files, then the canonical tables and every file's account.
+
+    Scrapes mapped to the instance whose start-up addresses they name, rows
+    named by labels given their instances, rotated parts ordered, duplicates
+    listed, client files that copy another's requests (or rows repeated)
+    counted once, each tester's figures once, each instance's coverage.
+    """
+    files, parsed, errors = read.files, read.parsed, list(read.errors)
+    duplicates = read.duplicates
+    collected: dict[str, list[pl.DataFrame]] = {name: [] for name in model.SCHEMAS}
+    accounts: list[InputFile] = []
+    instance_spans: list[tuple[str, tuple]] = []
+    _attribute_scrapes(files, parsed, read.given)
     logs = log_addresses(parsed)
     for _, fmt, result, _ in parsed:
         if fmt is not None:
@@ -248,7 +294,7 @@ def load(
     )
 
 
-def _attribute_scrapes(files, parsed, instance_names: dict[Path, str]) -> None:
+def _attribute_scrapes(files, parsed, given: set[Path]) -> None:
     """Give each saved /metrics scrape the instance its evidence names (or none).
 
     A scrape named by the user (--instance) keeps that name. Without any
@@ -258,7 +304,7 @@ def _attribute_scrapes(files, parsed, instance_names: dict[Path, str]) -> None:
     if not addresses:
         return
     for (path, _), (source, fmt, result, _) in zip(files, parsed, strict=True):
-        if fmt is None or fmt.name != "prometheus_scrape" or path.resolve() in instance_names:
+        if fmt is None or fmt.name != "prometheus_scrape" or path in given:
             continue
         own_name = source.instance
         labelled = result.addresses.get(own_name, [])

@@ -121,11 +121,82 @@ PREFIX_GATES = {
 }
 
 
+# `docker logs -t` / `kubectl logs --timestamps`: RFC 3339 in UTC with a fraction (Go's
+# RFC3339Nano trims its trailing zeros, so the width varies line by line) and one space.
+# Such a line's ISO layer is sliced at its first space instead of read by ISO_PREFIX_RE,
+# unless what follows is one of the suffixes that regex also takes (a CRI tag, a journal's
+# "host unit[pid]:"). The slice is exactly the regex's match on these lines.
+RUNTIME_STAMP_RE = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{1,9}Z "
+ISO_SUFFIX_RE = r"^\S+ (?:(?:stdout|stderr) [FP]|\S+ [^\s\[\]:]+\[\d+\]:)(?: |$)"
+FRACTION_START = len("2026-02-24T06:16:03.")
+
+
+def _peel_iso(rest: pl.Series, regex: str) -> tuple[pl.Series, dict[str, pl.Series]]:
+    """The ISO layer: runtime stamps sliced at their first space (and their time computed:
+    `_iso_at`), other stamps matched by `regex`."""
+    sliced = rest.str.contains(RUNTIME_STAMP_RE) & ~rest.str.contains(ISO_SUFFIX_RE)
+    if not sliced.any():
+        return _peel(rest, regex)
+    every = sliced.all()
+    frame = pl.DataFrame({"_rest": rest if every else rest.filter(sliced)})
+    end = pl.col("_end")
+    out = (
+        frame.with_columns(pl.col("_rest").str.find(" ", literal=True).alias("_end"))
+        .with_columns(pl.col("_rest").str.slice(0, end).alias("iso"))
+        .select(
+            pl.col("_rest").str.slice(end + 1).alias("_rest"),
+            "iso",
+            pl.col("iso").str.slice(FRACTION_START, end - FRACTION_START - 1).alias("isofrac"),
+            timeparse.runtime_stamp_to_utc(pl.col("iso")).alias("_iso_at"),
+        )
+    )
+    if every:
+        return out["_rest"], {c: out[c] for c in out.columns[1:]}
+    return _merge(rest, [(~sliced, _peel(rest.filter(~sliced), regex)), (sliced, out)])
+
+
+def _merge(rest: pl.Series, parts: list) -> tuple[pl.Series, dict[str, pl.Series]]:
+    """Peelings of complementary rows of `rest` (mask, (rest, groups) or a frame of both)
+    put back in row order; a group one peeling lacks is null on its rows."""
+    merged, groups = rest.clone(), {}
+    for rows, peeled in parts:
+        if isinstance(peeled, pl.DataFrame):
+            peeled = peeled["_rest"], {c: peeled[c] for c in peeled.columns if c != "_rest"}
+        where = rows.arg_true()
+        merged = merged.scatter(where, peeled[0])
+        for name, values in peeled[1].items():
+            empty = pl.repeat(None, rest.len(), dtype=values.dtype, eager=True)
+            groups[name] = groups.get(name, empty).scatter(where, values).alias(name)
+    return merged, groups
+
+
+def _peel(rest: pl.Series, regex: str) -> tuple[pl.Series, dict[str, pl.Series]]:
+    """One layer off lines that may carry it: (rest of each line, the layer's groups)."""
+    groups = re.compile(regex).groupindex
+    matched = rest.str.extract_groups(f"^(?P<_prefix>{regex.removeprefix('^')})").struct.unnest()
+    length = matched["_prefix"].str.len_chars().fill_null(0)
+    peeled = pl.DataFrame({"_rest": rest, "_n": length}).select(
+        pl.col("_rest").str.slice(pl.col("_n"))
+    )
+    return peeled.to_series(), {name: matched[name] for name in groups}
+
+
+def _open_gates(frame: pl.DataFrame, first: int) -> set[str]:
+    """The layers from PREFIX_STEPS[first] on that some line may carry, in one parallel scan."""
+    names = [name for name, _ in PREFIX_STEPS[first:]]
+    if not names:
+        return set()
+    found = frame.select(PREFIX_GATES[name].any().alias(name) for name in names).row(0)
+    return {name for name, hit in zip(names, found, strict=True) if hit}
+
+
 def _strip_prefixes(lines: pl.DataFrame) -> tuple[pl.DataFrame, set[str]]:
     """Peel the prefix layers in order; only layers some line carries are extracted.
 
-    Returns the frame (`_rest` gone, `body` added, each present layer's
-    groups as columns) and the names of the layers present.
+    A layer's gate is true on every line that carries it, so its regex runs only on
+    those lines (runtime stamps are sliced, not matched). Returns the frame (`_rest`
+    gone, `body` added, each present layer's groups as columns) and the names of the
+    layers present.
     """
     text = pl.col("text")
     has_ansi, has_caret = lines.select(
@@ -137,18 +208,26 @@ def _strip_prefixes(lines: pl.DataFrame) -> tuple[pl.DataFrame, set[str]]:
         (rest.str.replace_all(CARET_RE, "") if has_caret else rest).alias("_rest")
     )
     present = set()
-    for name, regex in PREFIX_STEPS:
-        if not frame.select(PREFIX_GATES[name].any()).item():
+    gates_open = _open_gates(frame, 0)
+    for step, (name, regex) in enumerate(PREFIX_STEPS):
+        if name not in gates_open:
             continue
+        carries = frame.select(PREFIX_GATES[name]).to_series()
         present.add(name)
-        if name == "vllm":
-            frame = frame.with_columns(pl.col("_rest").alias("body"))
-        if re.compile(regex).groupindex:
-            frame = frame.with_columns(
-                pl.col("_rest").str.extract_groups(regex).alias("_g")
-            ).unnest("_g")
-        if name != "vllm":
-            frame = frame.with_columns(pl.col("_rest").str.replace(regex, ""))
+        if name == "vllm":  # vLLM's stamp stays in the body; its groups split it
+            groups = frame["_rest"].str.extract_groups(regex).struct.unnest()
+            frame = frame.with_columns(pl.col("_rest").alias("body"), *groups)
+            continue
+        every = carries.all()
+        rest = frame["_rest"] if every else frame["_rest"].filter(carries)
+        peeled = _peel_iso(rest, regex) if name == "iso" else _peel(rest, regex)
+        if every:
+            frame = frame.with_columns(peeled[0], *peeled[1].values())
+            gates_open = _open_gates(frame, step + 1)
+            continue
+        rest, groups = _merge(frame["_rest"], [(carries, peeled)])
+        frame = frame.with_columns(rest, *groups.values())
+        gates_open = _open_gates(frame, step + 1)  # the lines' rest changed: look again
     if "vllm" not in present:
         frame = frame.with_columns(pl.col("_rest").alias("body"))
     return frame.drop("_rest"), present
@@ -162,6 +241,25 @@ def _frac_precision(frac: str) -> pl.Expr:
     )
 
 
+def _iso_times(frame: pl.DataFrame, server_tz: str) -> pl.Series:
+    """The ISO layer's times: those the slicing computed, the other stamps parsed here."""
+    known = frame["_iso_at"] if "_iso_at" in frame.columns else None
+    if known is None or known.null_count() == 0:
+        if known is not None:
+            return known
+        return timeparse.parse_iso(_decimal_points(frame["iso"]), server_tz).alias("_iso_at")
+    left = (known.is_null() & frame["iso"].is_not_null()).arg_true()
+    if not left.len():
+        return known
+    parsed = timeparse.parse_iso(_decimal_points(frame["iso"].gather(left)), server_tz)
+    return known.scatter(left, parsed).alias("_iso_at")
+
+
+def _decimal_points(stamps: pl.Series) -> pl.Series:
+    """ISO stamps with a decimal comma (Python logging's default) as decimal points."""
+    return stamps.str.replace(",", ".") if stamps.str.contains(",", literal=True).any() else stamps
+
+
 def _layer_times(frame: pl.DataFrame, present: set[str], year: int, server_tz: str):
     """Each present layer's (time, precision) expressions, outermost first, and the frame."""
     layers = []
@@ -169,9 +267,7 @@ def _layer_times(frame: pl.DataFrame, present: set[str], year: int, server_tz: s
         frame = frame.with_columns(timeparse.parse_iso(frame["r5"], server_tz).alias("_r5_at"))
         layers.append((pl.col("_r5_at"), _frac_precision("r5frac")))
     if "iso" in present:
-        frame = frame.with_columns(
-            timeparse.parse_iso(frame["iso"].str.replace(",", "."), server_tz).alias("_iso_at")
-        )
+        frame = frame.with_columns(_iso_times(frame, server_tz))
         layers.append((pl.col("_iso_at"), _frac_precision("isofrac")))
     if "bsd" in present:
         layers.append(
@@ -182,7 +278,7 @@ def _layer_times(frame: pl.DataFrame, present: set[str], year: int, server_tz: s
         )
     if "iso2" in present:
         frame = frame.with_columns(
-            timeparse.parse_iso(frame["iso2"].str.replace(",", "."), server_tz).alias("_iso2_at")
+            timeparse.parse_iso(_decimal_points(frame["iso2"]), server_tz).alias("_iso2_at")
         )
         layers.append((pl.col("_iso2_at"), _frac_precision("iso2frac")))
     if "bracket" in present:

@@ -14,7 +14,6 @@ import datetime as dt
 import jinja2
 
 from logforensics.analysis import Analysis
-from logforensics.report import charts
 from logforensics.report.data import ReportData, as_report, relative
 from logforensics.report.series import ChartSeries
 
@@ -132,6 +131,8 @@ def _offset_text(seconds: float | None) -> str:
 
 def draw_charts(series: ChartSeries) -> dict[str, dict | None]:
     """Each chart twice: page width, and a narrow layout for phones (`<picture>` picks)."""
+    from logforensics.report import charts  # matplotlib loads only when charts are drawn
+
     out = {}
     for key, draw, data in (
         ("timeline", charts.timeline, series.timeline),

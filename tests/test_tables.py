@@ -1,0 +1,112 @@
+"""`ingest --tables` + `analyze --tables` give what `analyze` gives on the same files, also
+from datasets written by separate ingests over parts of the files (decisions across files
+are made when the datasets are combined)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from logforensics import tables
+from logforensics.cli import cli
+from tests.conftest import FIXTURES, corpus, incident_inputs
+
+sys.path.insert(0, str(FIXTURES.parent / "bench"))
+import generate  # noqa: E402
+
+
+def analysis_json(runner: CliRunner, args: list[str], out) -> dict:
+    result = runner.invoke(cli, ["analyze", *args, "--json", str(out), "-q"])
+    assert result.exit_code in (0, 2), result.output
+    data = json.loads(out.read_text(encoding="utf-8"))
+    data.pop("generated_at")
+    return data
+
+
+def ingest(runner: CliRunner, paths, folder) -> None:
+    result = runner.invoke(cli, ["ingest", *map(str, paths), "--tables", str(folder), "-q"])
+    assert result.exit_code in (0, 2), result.output
+
+
+def test_a_dataset_gives_the_same_analysis_as_its_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    bundle, _, _ = generate.ensure(30_000, tmp_path / "scratch")
+    runner = CliRunner()
+    direct = analysis_json(runner, [str(bundle)], tmp_path / "direct.json")
+    ingest(runner, [bundle], tmp_path / "whole")
+    assert analysis_json(runner, ["--tables", "whole"], tmp_path / "t.json") == direct
+
+
+@pytest.mark.parametrize("name", ["kv-tiny", "aiperf-haproxy"])
+def test_datasets_of_two_separate_ingests_combine_as_one_run(tmp_path, monkeypatch, name):
+    """kv-tiny's /metrics scrapes are mapped by the instance logs' start-up addresses and its
+    client console repeats client.jsonl: the halves put each in another dataset."""
+    folder = tmp_path / name
+    shutil.copytree(corpus(name), folder)
+    monkeypatch.chdir(tmp_path)
+    inputs = [p.relative_to(tmp_path) for p in incident_inputs(folder)]
+    first, second = inputs[::2], inputs[1::2]
+    runner = CliRunner()
+    # the files in the order the two datasets list them
+    direct = analysis_json(runner, [str(p) for p in first + second], tmp_path / "direct.json")
+    ingest(runner, first, tmp_path / "a")
+    ingest(runner, second, tmp_path / "b")
+    combined = analysis_json(runner, ["--tables", "a", "--tables", "b"], tmp_path / "ab.json")
+    assert combined == direct
+
+
+def test_the_same_file_in_two_datasets_is_read_once(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(FIXTURES / "seed-two-instances", tmp_path / "seed")
+    runner = CliRunner()
+    ingest(runner, ["seed"], tmp_path / "a")
+    ingest(runner, ["seed/instance-1.log"], tmp_path / "b")
+    direct = analysis_json(runner, ["seed"], tmp_path / "direct.json")
+    combined = analysis_json(runner, ["--tables", "a", "--tables", "b"], tmp_path / "ab.json")
+    assert combined["totals"] == direct["totals"]
+    (log,) = [f for f in combined["inputs"] if f["path"] == "seed/instance-1.log"]
+    assert "reached twice, read once: the same file (in two datasets)" in log["notes"]
+
+
+def test_a_folder_that_is_no_dataset_is_a_bad_input(tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = CliRunner().invoke(cli, ["analyze", "--tables", str(tmp_path / "empty")])
+    assert result.exit_code == 2
+    assert "no readable dataset.json" in result.output
+    with pytest.raises(tables.TablesError):
+        tables.read_datasets([tmp_path / "empty"])
+
+
+def test_paths_or_tables_not_both(tmp_path):
+    result = CliRunner().invoke(cli, ["analyze", str(FIXTURES / "healthy"), "--tables", "."])
+    assert result.exit_code == 2 and "one or the other" in result.output
+
+
+def test_the_ingest_command_runs_as_a_program(tmp_path):
+    out = tmp_path / "t"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "logforensics.cli",
+            "ingest",
+            str(FIXTURES / "healthy"),
+            "--tables",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((out / "dataset.json").read_text())
+    assert (manifest["format"], manifest["version"]) == (
+        tables.TABLES_FORMAT,
+        tables.TABLES_VERSION,
+    )
+    entries = sorted((out / "files").iterdir())
+    assert entries and all((e / "file.json").exists() for e in entries)
