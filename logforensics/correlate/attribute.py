@@ -1,12 +1,15 @@
 """Say, for every request, which instance served it.
 
 Keys, strongest first (the `match_key` column says which decided):
-1. a request id both sides logged (vLLM adopts the client's X-Request-Id);
-2. the prompt marker seen in vLLM's ``Received request`` line;
-3. time: an access line is written when the response headers go out, so a
-   non-streamed request's record sits at its end, a streamed one's near its
-   start. A record matches the unmatched request of the right outcome whose end
-   (else start) lies within the tolerance; ties are marked ambiguous.
+1. `request_id`: an id both sides logged (vLLM adopts the client's
+   X-Request-Id; a client may keep the response's ``chatcmpl-`` id);
+2. `marker`: the prompt marker seen in vLLM's ``Received request`` line;
+3. `engine_lifecycle`: the engine's own arrival and abort lines, by time
+   (`match_lifecycle`): how a failed request the client holds no id for is
+   known to have reached an instance;
+4. `time_window`: an access line, written when the response headers go out —
+   at a plain request's end, near a streamed one's start (`match_by_time`).
+Ties are marked ambiguous, not guessed.
 """
 
 from __future__ import annotations
