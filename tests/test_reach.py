@@ -244,3 +244,27 @@ def test_never_reached_needs_every_condition_at_once():
     server = pl.DataFrame({"instance": ["a"], "event": ["received"]})
     got = decide_reach(requests, coverage, 0.0, server)["reach"].to_list()
     assert got == ["unreached", "unreached", "unknown", "unknown", "unknown"]
+
+
+@pytest.mark.parametrize(
+    "incident, missing_address",
+    [
+        ("kv-tiny", "127.0.0.1:8002"),
+        ("compute-loadtest", "127.0.0.1:8002"),
+        ("crash-midtest", "127.0.0.1:8002"),
+        ("haproxy-queue", "vllm_backend/vllm2"),
+    ],
+)
+def test_a_lost_instance_log_moves_no_request_onto_the_other(tmp_path, incident, missing_address):
+    """instance-2's log lost: instance-1 keeps exactly its own requests (ids that instance-1
+    would have logged are not its; the proxy's lines go to the requests of their address),
+    and the proxy's log alone still counts instance-2's under its address."""
+    folder = variant(incident, tmp_path / incident, drop={"instance-2.log"})
+    got = analyze([folder]).to_dict()
+    want = truth(incident)["steps"]
+    measured = steps(got)
+    assert [s["per_instance"] for s in measured] == [
+        {"instance-1": s["per_instance"]["instance-1"]} for s in want
+    ]
+    proxy_counts = [s["per_upstream"].get(missing_address, 0) for s in measured]
+    assert proxy_counts == [s["per_instance"]["instance-2"] for s in want]

@@ -173,7 +173,8 @@ def match_lifecycle(
     )
     picked = []
     for who, fits, point, lo, hi in passes:
-        windows = requests.filter(who).sort(lo)
+        # a request whose id would be in these lines, had the engine served it, is not here
+        windows = requests.filter(who & ~pl.col("has_id")).sort(lo)
         candidates = free.filter(fits).sort(point)
         if windows.is_empty() or candidates.is_empty():
             continue
@@ -226,6 +227,18 @@ LIFECYCLE_MATCHES = {
     "engine_key": pl.Utf8,
     "ambiguous": pl.Boolean,
 }
+
+
+IDS_JOIN_SHARE = 0.5  # ids that join this often are the same ids on both sides
+
+
+def ids_join(client: pl.DataFrame, ids: pl.DataFrame) -> bool:
+    """Do the client's request ids and the engines' join? Then an id-bearing request no
+    engine logged was not served by an engine that logs ids. (A gateway that rewrites
+    the id joins none, and the absence proves nothing.)"""
+    bearing = client.filter(pl.col("request_id").is_not_null()).height
+    joined = ids.filter(pl.col("match_key") == "request_id").height
+    return bool(bearing) and joined >= IDS_JOIN_SHARE * bearing
 
 
 def next_step_starts(client: pl.DataFrame) -> pl.Series:
@@ -288,7 +301,12 @@ def attribute(
         client.with_columns(next_step_starts(client).alias("next_s"))
         .filter(pl.col("started_at").is_not_null())
         .select(
-            "_row", "ok", seconds("started_at").alias("s"), seconds("ended_at").alias("e"), "next_s"
+            "_row",
+            "ok",
+            seconds("started_at").alias("s"),
+            seconds("ended_at").alias("e"),
+            "next_s",
+            (pl.col("request_id").is_not_null() & pl.lit(ids_join(client, ids))).alias("has_id"),
         )
     )
     unpinned = timed.join(ids.select("_row"), on="_row", how="anti")
@@ -563,6 +581,9 @@ def match_by_time(
     def free_requests(ok: bool) -> np.ndarray:
         return req_free & ~req_pinned & req_ok[ok]
 
+    # instances whose engines log each request's arrival (and so its id)
+    blind = (~recs["instance"].is_in(list(arrivals_logged_by))).to_numpy()
+
     # 1a. requests tied by id or marker take a line of their own instance
     pinned_names = reqs.filter("_pinned")["_inst"].drop_nulls().unique()
     with_records = recs.filter(pl.col("instance").is_in(pinned_names.implode()))
@@ -571,13 +592,19 @@ def match_by_time(
         req_own = req_pinned & (reqs["_inst"] == name).fill_null(False).to_numpy()
         for ok in (True, False):
             assign(free_records(ok) & rec_own, req_own & req_ok[ok], "e", "pinned")
-    # 1b-2. the rest by end, then by window
+    # 1b-2. the rest by end, then by window; a request whose id the clients and the
+    # engines both log takes no line of an instance that logs ids: it would be there
+    req_has_id = (
+        reqs["has_id"].fill_null(False).to_numpy()
+        if "has_id" in reqs.columns
+        else np.zeros(reqs.height, dtype=bool)
+    )
     for how, anchor in (("end", "e"), ("window", "s")):
         for ok in (True, False):
-            assign(free_records(ok), free_requests(ok), anchor, how)
+            assign(free_records(ok), free_requests(ok) & ~req_has_id, anchor, how)
+            assign(free_records(ok) & blind, free_requests(ok) & req_has_id, anchor, how)
     # 3. successes logged after the client gave up — only on instances that log no
     # arrivals: where they do, the engine's own lines placed such a request already
-    blind = (~recs["instance"].is_in(list(arrivals_logged_by))).to_numpy()
     assign(free_records(True) & blind, free_requests(False), "e", "late")
 
     req_pos = np.concatenate([p[0] for p in picked] + [np.zeros(0, np.int64)])

@@ -294,9 +294,14 @@ def map_upstreams(
         if current.instance or name in taken or fit < MAPPING_MIN_FIT:
             continue
         rivals = [f for f, a, n in scores if a == address and n != name and n not in taken]
-        if rivals and max(rivals) >= fit - AMBIGUOUS_FIT:
+        # another open address keeping time with this instance as well: its log may be the
+        # one missing (each instance answers only its own address)
+        rival_addresses = [
+            f for f, a, n in scores if n == name and a != address and not fits[a].instance
+        ]
+        if max(rivals + rival_addresses, default=0.0) >= fit - AMBIGUOUS_FIT:
             current.fit = round(fit, 3)
-            continue  # two instances keep time with this address: do not guess
+            continue  # two instances or two addresses keep time alike: do not guess
         fits[address] = UpstreamFit(address, name, round(fit, 3), current.lines, by="timing")
         taken.add(name)
     # requests per second are only comparable where the instance's stamps are its own
@@ -395,27 +400,48 @@ def attribute(
     pinned = by_id.group_by("_row", maintain_order=True).agg(
         pl.col("_src").last().alias("instance")
     )
+    address_to_instance = {a: f.instance for a, f in mapping.items() if f.instance}
     timed = rows.filter(pl.col("started_at").is_not_null()).select(
         "_row",
         "ok",
         seconds("started_at").alias("s"),
         seconds("ended_at").alias("e"),
+        pl.col("instance").alias("_served_by"),
     )
-    taken = pinned["instance"].drop_nulls()
+    lines = with_last_upstream(inference, "_address").with_columns(
+        pl.col("_address")
+        .replace_strict(address_to_instance, default=None, return_dtype=pl.Utf8)
+        .alias("_to")
+    )
+    lines = lines.filter(~pl.col("instance").is_in(pinned["instance"].drop_nulls().implode()))
+    timed = timed.join(pinned.select("_row"), on="_row", how="anti")
+    owners = [pinned]
+    # a request an instance's own log placed takes a line of that instance's address
+    # first: in a burst, time alone hands one instance's lines to the other's requests
+    none_pinned = pinned.clear()
+    for name in sorted(set(address_to_instance.values())):
+        own = match_by_time(
+            lines.filter(pl.col("_to") == name),
+            timed.filter(pl.col("_served_by") == name),
+            clock.offset_s,
+            none_pinned,
+        ).select("_row", "instance")
+        owners.append(own)
+        lines = lines.filter(~pl.col("instance").is_in(own["instance"].implode()))
+        timed = timed.join(own.select("_row"), on="_row", how="anti")
+    # the rest by time alone (a request whose instance has a known address had its turn)
+    placed_elsewhere = pl.col("_served_by").is_in(list(address_to_instance.values()))
     by_time = match_by_time(
-        inference.filter(~pl.col("instance").is_in(taken.implode())),
-        timed,
-        clock.offset_s,
-        pinned,
+        lines, timed.filter(~placed_elsewhere.fill_null(False)), clock.offset_s, none_pinned
     )
-    owner = pl.concat([pinned, by_time.filter(~pl.col("pinned")).select("_row", "instance")])
+    owners.append(by_time.select("_row", "instance"))
+    owner = pl.concat(owners)
     details = with_last_upstream(inference, "proxy_upstream").select(
         pl.col("source").alias("proxy_source"),
         "proxy_upstream",
         pl.col("delivery").alias("proxy_delivery"),
         pl.col("http_status").alias("proxy_status"),
     )
-    address_to_instance = {a: f.instance for a, f in mapping.items() if f.instance}
     # only the new columns are joined (in row order), not the whole request table
     decided = (
         rows.select("_row")

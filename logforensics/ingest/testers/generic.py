@@ -23,7 +23,16 @@ from logforensics.ingest.toolkit import (
 )
 
 FIELD_SPELLINGS = {
-    "request_id": ["request_id", "requestId", "x_request_id", "x-request-id", "id"],
+    "request_id": [
+        "request_id",
+        "requestId",
+        "x_request_id",
+        "x-request-id",
+        "id",
+        # the answer's own id: vLLM answers with its request id (chatcmpl-…), which its logs carry
+        "response_id",
+        "responseId",
+    ],
     "marker": ["marker", "prompt_marker"],
     "step": ["step", "stage", "run_step"],
     "concurrency": ["concurrency", "concurrent", "n"],
