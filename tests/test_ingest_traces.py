@@ -7,6 +7,7 @@ kept as the twin of the written Jaeger JSON (no Jaeger can be run here); and
 SGLang's span tree (sglang/srt/tracing, written).
 """
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -185,6 +186,18 @@ def test_spans_tie_requests_by_id_and_never_prove_a_miss(tmp_path):
     assert req["reach_witness"].to_list()[:3] == ["request_id"] * 3
     # no span for the timed-out requests (vLLM aborted them): no proof they missed the engines
     assert req.filter(~pl.col("ok"))["reach"].to_list() == ["unknown", "unknown"]
+
+
+def test_completions_ids_tie_without_the_prompt_index():
+    # inference-perf keeps the response's cmpl-<id>; vLLM's span names cmpl-<id>-0
+    first = dt.datetime(2026, 12, 1, 16, 48, 22, 135031, tzinfo=dt.timezone.utc)  # its span
+    client = SAMPLES / "inference_perf_vllm_per_request_lifecycle_metrics.json"
+    analysis = analyze([client, REAL], Options(client_anchor=first))
+    req = analysis.requests
+    ok, failed = req.filter(pl.col("ok")), req.filter(~pl.col("ok"))
+    assert ok.height == 17 and ok["match_key"].to_list() == ["request_id"] * 17
+    assert ok["reached_instance"].unique().to_list() == [REAL.name]
+    assert failed.height == 9 and failed["reach"].unique().to_list() == ["unknown"]
 
 
 def test_no_other_format_reads_span_exports():
