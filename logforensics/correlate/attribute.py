@@ -28,13 +28,17 @@ from logforensics.correlate.records import (
     with_request_keys,
 )
 
+CHOICE_SUFFIX_RE = r"-\d+$"
+
 
 def identity_matches(client: pl.DataFrame, server: pl.DataFrame, offset_s: float) -> pl.DataFrame:
     """Requests tied to server records by request id, else by prompt marker.
 
     Ids: vLLM logs ``chatcmpl-<X-Request-Id>``, and a client may record the
     response's own ``chatcmpl-…`` id: both sides are compared without the
-    prefix and vLLM's engine-side suffix (`with_request_keys`). Markers (the
+    prefix and vLLM's engine-side suffix (`with_request_keys`), and a server
+    id no client id equals is tried without a completions prompt's ``-<n>``
+    (vLLM logs and traces ``cmpl-<id>-0``; the client knows ``<id>``). Markers (the
     seed's ``(i)``) repeat across steps, so a marker match must also fit in time.
     Returns `_row`, `instance`, `match_key`, `engine_key`, `server_source`,
     `last_server_at` (the last line that is not an abort).
@@ -43,13 +47,25 @@ def identity_matches(client: pl.DataFrame, server: pl.DataFrame, offset_s: float
     server_ids = with_request_keys(server.filter(pl.col("request_id").is_not_null()))
     left = client.filter(pl.col("request_id").is_not_null()).select("_row", "request_id")
     if left.height and server_ids.height:
-        left = with_request_keys(left)
-        exact = left.select("_row", "_key").join(server_ids, on="_key")
-        out.append(
-            exact.select(
-                "_row", "instance", "source", "at", "event", pl.col("_key").alias("engine_key")
-            ).with_columns(pl.lit("request_id").alias("match_key"))
+        left = with_request_keys(left).select("_row", "_key")
+        # vLLM's completions API runs prompt n as engine request `<id>-<n>`; its log
+        # lines and spans name only that, the client `<id>` (the response's or its own)
+        # (only `cmpl-` ids: a chat request's id ends in the client's own digits, lf-s1-10)
+        numbered = (
+            server_ids.filter(pl.col("request_id").str.starts_with("cmpl-"))
+            .join(left, on="_key", how="anti")
+            .with_columns(pl.col("_key").str.replace(CHOICE_SUFFIX_RE, "").alias("_base"))
+            .filter(pl.col("_base") != pl.col("_key"))
         )
+        for tied in (
+            left.join(server_ids, on="_key"),
+            left.rename({"_key": "_base"}).join(numbered, on="_base"),
+        ):
+            out.append(
+                tied.select(
+                    "_row", "instance", "source", "at", "event", pl.col("_key").alias("engine_key")
+                ).with_columns(pl.lit("request_id").alias("match_key"))
+            )
     markers = server.filter(pl.col("prompt_marker").is_not_null())
     with_marker = client.filter(pl.col("marker").is_not_null() & pl.col("started_at").is_not_null())
     if markers.height and with_marker.height:

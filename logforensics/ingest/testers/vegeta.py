@@ -87,6 +87,7 @@ class VegetaJson(FileFormat):
     priority = 3
     samples = (
         Sample(
+            "written, not real (vegeta is not in Debian and no Go toolchain here can fetch it): "
             "vegeta encode JSON lines, fields and order as lib/results_easyjson.go @ cf581126 "
             "writes them (Go's RFC 3339 nanosecond times, latency in ns, base64 bodies of vLLM "
             "completions); values invented",
@@ -148,8 +149,8 @@ class VegetaCsv(FileFormat):
     priority = 4
     samples = (
         Sample(
-            "vegeta encode --to csv of the results in vegeta_results.json, columns as "
-            "lib/results.go NewCSVEncoder @ cf581126 writes them (Go's csv quoting)",
+            "written, not real: vegeta encode --to csv of the results in vegeta_results.json, "
+            "columns as lib/results.go NewCSVEncoder @ cf581126 writes them (Go's csv quoting)",
             file="vegeta_results.csv",
             tables=(("client_requests", 6),),
         ),
