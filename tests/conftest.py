@@ -21,14 +21,17 @@ def _corpus() -> Path | None:
 
 
 CORPUS = _corpus()
-CORPUS_ANSWERS = {"TRUTH.json", "GROUND_TRUTH.md", "lab-timeline.log"}  # not inputs
+RECORDINGS = ROOT / "recordings"  # this project's own recordings, kept in the repository
+CORPUS_ANSWERS = {"TRUTH.json", "GROUND_TRUTH.md", "lab-timeline.log", "kill-time.txt"}
 
 
 def corpus(name: str) -> Path:
-    """A recorded incident's folder (the test is skipped, saying why, where none is beside)."""
-    if CORPUS is None or not (CORPUS / name).is_dir():
-        pytest.skip(f"the recorded corpus incident {name} is not beside this checkout")
-    return CORPUS / name
+    """A recorded incident's folder, from the shared corpus or the repository's recordings (the
+    test is skipped, saying why, where it is in neither)."""
+    for root in (CORPUS, RECORDINGS):
+        if root is not None and (root / name / "TRUTH.json").is_file():
+            return root / name
+    pytest.skip(f"the recorded corpus incident {name} is not beside this checkout")
 
 
 @pytest.fixture
@@ -48,8 +51,11 @@ def outside_fences(md: str) -> str:
 
 
 def corpus_incidents() -> list[Path]:
-    """The corpus' incident folders, [] where there is no corpus."""
-    return sorted(p for p in CORPUS.iterdir() if p.is_dir()) if CORPUS else []
+    """Every recorded incident: the shared corpus' (none on a user's clone) and the repository's."""
+    roots = [r for r in (CORPUS, RECORDINGS) if r is not None]
+    return sorted(
+        (p for r in roots for p in r.iterdir() if (p / "TRUTH.json").is_file()), key=lambda p: p.name
+    )
 
 
 def incident_inputs(folder: Path) -> list[Path]:

@@ -1,15 +1,16 @@
 """`make validate`: the scoreboard on incidents recorded from real programs.
 
 Each folder under the corpus (default ``../shared/corpus``, or
-``$LOGFORENSICS_CORPUS``) holds one incident's files and a ``TRUTH.json``
+``$LOGFORENSICS_CORPUS``) and under the repository's own ``recordings/``
+holds one incident's files and a ``TRUTH.json``
 counted from the raw logs by hand-written scripts, never by this tool. Every
 folder is analysed the way a user would run it — the folder itself, through
 the command line — with the files that are not evidence a user would have
-(TRUTH.json, GROUND_TRUTH.md, lab-timeline.log) left out, and the JSON report
+(TRUTH.json, GROUND_TRUTH.md, the lab's notes) left out, and the JSON report
 is compared with the truth: verdict, totals, steps, per-instance counts,
 contamination and the client clock offset (within 1.5 s). One line per
 incident, then the scoreboard; the exit status is 1 on any miss. Where the
-corpus is absent (a user's clone) it says so and passes.
+shared corpus is absent (a user's clone) it says so and scores the recordings.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-NOT_EVIDENCE = {"TRUTH.json", "GROUND_TRUTH.md", "lab-timeline.log"}
+NOT_EVIDENCE = {"TRUTH.json", "GROUND_TRUTH.md", "lab-timeline.log", "kill-time.txt"}
+RECORDINGS = Path(__file__).resolve().parents[1] / "recordings"
 OFFSET_TOLERANCE_S = 1.5
 CHECKS = ("verdict", "totals", "steps", "per-instance", "contamination", "offset")
 TOTALS = {"sent": "sent", "ok": "succeeded", "failed": "failed", "unreached": "unreached"}
@@ -100,11 +102,12 @@ def compare(truth: dict, got: dict) -> dict[str, list[str]]:
 def main() -> int:
     root = corpus_root()
     if not root.is_dir():
-        print(f"validate: no corpus at {root} (set LOGFORENSICS_CORPUS): nothing to score, passing")
-        return 0
-    found = incidents(root)
+        print(f"validate: no shared corpus at {root} (set LOGFORENSICS_CORPUS): scoring recordings/")
+    found = sorted(
+        [*(incidents(root) if root.is_dir() else []), *incidents(RECORDINGS)], key=lambda d: d.name
+    )
     if not found:
-        print(f"validate: {root} holds no incident with a TRUTH.json: nothing to score, passing")
+        print("validate: no incident with a TRUTH.json: nothing to score, passing")
         return 0
     board = {check: 0 for check in CHECKS}
     failed = 0
@@ -128,7 +131,8 @@ def main() -> int:
                 print(f"       {check}: {'; '.join(items)}")
     n = len(found)
     print("scoreboard: " + ", ".join(f"{c} {board[c]}/{n}" for c in CHECKS))
-    print(f"validate: {n - failed}/{n} incidents pass ({root})")
+    sources = ", ".join(str(r) for r in (root, RECORDINGS) if r.is_dir())
+    print(f"validate: {n - failed}/{n} incidents pass ({sources})")
     return 1 if failed else 0
 
 
