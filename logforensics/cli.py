@@ -107,6 +107,39 @@ def _instance_labels(values: tuple[str, ...]) -> dict[str, str]:
     return {label: name for name, label in pairs if not Path(label).exists()}
 
 
+def reading_options(command):
+    """The options that say how to read the files' own clocks (`analyze` and `ingest` alike)."""
+    options = (
+        click.option(
+            "--year",
+            type=int,
+            help="Year for yearless vLLM stamps (default: from a dated source, else this year).",
+        ),
+        click.option(
+            "--server-tz", default="UTC", show_default=True, help="Zone of the servers' own stamps."
+        ),
+        click.option(
+            "--client-tz", default="UTC", show_default=True, help="Zone of naive client timestamps."
+        ),
+        click.option(
+            "--started-at",
+            "started_at",
+            callback=lambda ctx, param, value: _utc(value, "--started-at"),
+            help="Wall time (ISO 8601) of the first request, for client files timed on a counter.",
+        ),
+        click.option(
+            "--scraped-at",
+            "scraped_at",
+            callback=lambda ctx, param, value: _utc(value, "--scraped-at"),
+            help="When a single saved /metrics snapshot was taken (ISO 8601), if the file does "
+            "not say.",
+        ),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 def threshold_options(command):
     """One option a `Thresholds` field (`--kv-full-pct` for `kv_full_pct`), its help and
     default taken from the field: a new threshold is an option without touching this file."""
@@ -184,29 +217,7 @@ def cli() -> None:
     metavar="ADDR=NAME",
     help="Say which instance a proxy's upstream address is (default: judged by timing).",
 )
-@click.option(
-    "--year",
-    type=int,
-    help="Year for yearless vLLM stamps (default: from a dated source, else this year).",
-)
-@click.option(
-    "--server-tz", default="UTC", show_default=True, help="Zone of the servers' own stamps."
-)
-@click.option(
-    "--client-tz", default="UTC", show_default=True, help="Zone of naive client timestamps."
-)
-@click.option(
-    "--started-at",
-    "started_at",
-    callback=lambda ctx, param, value: _utc(value, "--started-at"),
-    help="Wall time (ISO 8601) of the first request, for client files timed on a counter.",
-)
-@click.option(
-    "--scraped-at",
-    "scraped_at",
-    callback=lambda ctx, param, value: _utc(value, "--scraped-at"),
-    help="When a single saved /metrics snapshot was taken (ISO 8601), if the file does not say.",
-)
+@reading_options
 @click.option(
     "--offset", "offset_s", type=float, help="Force the client→server clock offset, in seconds."
 )
@@ -360,29 +371,7 @@ def analyze_command(
     metavar="NAME=PATH",
     help="Name the instance a log belongs to (default: the file's name).",
 )
-@click.option(
-    "--year",
-    type=int,
-    help="Year for yearless vLLM stamps (default: from a dated source, else this year).",
-)
-@click.option(
-    "--server-tz", default="UTC", show_default=True, help="Zone of the servers' own stamps."
-)
-@click.option(
-    "--client-tz", default="UTC", show_default=True, help="Zone of naive client timestamps."
-)
-@click.option(
-    "--started-at",
-    "started_at",
-    callback=lambda ctx, param, value: _utc(value, "--started-at"),
-    help="Wall time (ISO 8601) of the first request, for client files timed on a counter.",
-)
-@click.option(
-    "--scraped-at",
-    "scraped_at",
-    callback=lambda ctx, param, value: _utc(value, "--scraped-at"),
-    help="When a single saved /metrics snapshot was taken (ISO 8601), if the file does not say.",
-)
+@reading_options
 @click.option("-q", "--quiet", is_flag=True, help="No progress display on stderr.")
 def ingest_command(
     paths, tables_dir, instances, year, server_tz, client_tz, started_at, scraped_at, quiet
