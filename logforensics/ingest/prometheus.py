@@ -35,7 +35,7 @@ from logforensics.ingest import register_file_format
 from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, Sample, SourceFile
 from logforensics.ingest.labels import name_by_labels
 from logforensics.ingest.metrics import COUNTERS, GAUGES, KNOWN, REASON_EVENTS, SUCCESS
-from logforensics.ingest.toolkit import account_document, seconds_to_utc
+from logforensics.ingest.toolkit import account_document, read_json_document, seconds_to_utc
 
 SERIES_LABELS = ("pod", "instance", "engine", "model_name", "finished_reason")
 COUNTER_NAMES = [*COUNTERS.values(), SUCCESS]
@@ -303,14 +303,9 @@ class PrometheusQueryRange(FileFormat):
 
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
         result = ParseResult(formats=[self.name])
-        text = source.text
-        try:
-            answer = parse_answer(text)
-        except ValueError as exc:
-            account_document(result, source, 0)
-            result.notes.append(f"not valid JSON ({exc}): nothing read")
+        answer = read_json_document(result, source, parse_answer)
+        if answer is None:
             return result
-        account_document(result, source, len(text))
         data = answer.get("data", answer) if isinstance(answer, dict) else None
         if isinstance(answer, dict) and answer.get("status") == "error":
             result.notes.append(

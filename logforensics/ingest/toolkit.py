@@ -299,6 +299,20 @@ def records_frame(records: list[dict]) -> pl.DataFrame:
         return pl.DataFrame(flat, infer_schema_length=None)
 
 
+def read_json_document(result: ParseResult, source: SourceFile, decode=json.loads):
+    """A whole-file JSON document decoded and accounted for (`account_document`); None, with a
+    note and every line unparsed, when it is not valid JSON."""
+    text = source.text
+    try:
+        doc = decode(text)
+    except ValueError as exc:
+        account_document(result, source, 0)
+        result.notes.append(f"not valid JSON ({exc}): nothing read")
+        return None
+    account_document(result, source, len(text))
+    return doc
+
+
 def account_document(result: ParseResult, source: SourceFile, readable_to: int) -> None:
     """Whole-document accounting: lines ending before `readable_to` (a character
     offset: the end of the last record read) are parsed, blank ones noise, the

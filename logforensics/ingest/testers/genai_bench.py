@@ -14,20 +14,18 @@ the records are added as counted-only requests.
 
 from __future__ import annotations
 
-import json
-
 import polars as pl
 
 from logforensics import model
 from logforensics.ingest import register_file_format
 from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, Sample, SourceFile
 from logforensics.ingest.toolkit import (
-    account_document,
     concat_frames,
     finish_requests,
     first_column,
     place_on_clock,
     placeholders,
+    read_json_document,
     records_frame,
 )
 
@@ -60,14 +58,9 @@ class GenaiBench(FileFormat):
 
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
         result = ParseResult(formats=[self.name])
-        text = source.text
-        try:
-            doc = json.loads(text)
-        except ValueError as exc:
-            account_document(result, source, 0)
-            result.notes.append(f"not valid JSON ({exc}): nothing read")
+        doc = read_json_document(result, source)
+        if doc is None:
             return result
-        account_document(result, source, len(text))
         aggregate = doc.get("aggregated_metrics") or {}
         records = [r for r in doc.get("individual_request_metrics") or [] if isinstance(r, dict)]
         unit = doc.get("_time_unit", "s")

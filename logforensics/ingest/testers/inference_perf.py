@@ -25,7 +25,6 @@ requests counted from the per-request file; 0.7.0 writes
 
 from __future__ import annotations
 
-import json
 import re
 
 import polars as pl
@@ -34,11 +33,11 @@ from logforensics import model
 from logforensics.ingest import register_file_format
 from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, Sample, SourceFile
 from logforensics.ingest.toolkit import (
-    account_document,
     finish_requests,
     first_column,
     json_records,
     place_on_clock,
+    read_json_document,
     records_frame,
 )
 
@@ -159,14 +158,9 @@ class InferencePerfSummary(FileFormat):
 
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
         result = ParseResult(formats=[self.name])
-        text = source.text
-        try:
-            doc = json.loads(text)
-        except ValueError as exc:
-            account_document(result, source, 0)
-            result.notes.append(f"not valid JSON ({exc}): nothing read")
+        doc = read_json_document(result, source)
+        if doc is None:
             return result
-        account_document(result, source, len(text))
         load = doc.get("load_summary") or {}
         ok = (doc.get("successes") or {}).get("count")
         failures = doc.get("failures") or {}
