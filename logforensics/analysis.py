@@ -338,7 +338,7 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         requests, coverage, offset.offset_s, tables["server_requests"], tables["engine_stats"]
     )
     step_runs = steps.summarise(requests, instances, tables["engine_stats"], offset.offset_s)
-    unmatched = max(0, records.height - requests.filter(pl.col("match_key").is_not_null()).height)
+    unmatched = max(0, records.height - requests["match_key"].is_not_null().sum())
     verdict = diagnose(
         requests,
         tables,

@@ -54,7 +54,8 @@ def corpus_incidents() -> list[Path]:
     """Every recorded incident: the shared corpus' (none on a user's clone) and the repository's."""
     roots = [r for r in (CORPUS, RECORDINGS) if r is not None]
     return sorted(
-        (p for r in roots for p in r.iterdir() if (p / "TRUTH.json").is_file()), key=lambda p: p.name
+        (p for r in roots for p in r.iterdir() if (p / "TRUTH.json").is_file()),
+        key=lambda p: p.name,
     )
 
 

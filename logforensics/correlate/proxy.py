@@ -372,27 +372,31 @@ def attribute(
         "proxy_status": pl.Int64,
         "proxy_source": model.SOURCE,
     }
+
+    def nothing() -> pl.DataFrame:
+        return requests.with_columns(pl.lit(None, dtype=t).alias(c) for c, t in columns.items())
+
     if proxy.is_empty() or requests.is_empty():
-        return requests.with_columns(
-            pl.lit(None, dtype=t).alias(c) for c, t in columns.items()
-        ), None
+        return nothing(), None
+    # only the columns matching reads, sorted once; each line is known by its position
+    # (`_line`, also its "instance" while matching: each line stands for itself)
     inference = (
         proxy.filter(pl.col("path").is_null() | pl.col("path").str.contains(INFERENCE_PATH_RE))
-        .with_columns(
-            pl.lit(_stamp_precision(proxy)).alias("at_precision_s"),
-            pl.col("source").alias("instance"),  # each line stands for itself while matching
-            pl.lit("access").alias("event"),
-            pl.coalesce(pl.col("path"), pl.lit("/v1/chat/completions")).alias("path"),
-        )
+        .select("at", "http_status", "request_id", "upstream", "delivery", "source")
+        .with_columns(pl.lit(_stamp_precision(proxy)).alias("at_precision_s"))
         .sort("at")
+        .with_row_index("_line")
+        .with_columns(pl.col("_line").alias("instance"))
     )
     # only its fit is reported: no rival offsets scored
     clock = estimate_offset(requests, inference, forced_offset, rivals=False)
+    if inference.is_empty():  # a proxy log of health checks only
+        return nothing(), clock
     rows = requests.with_row_index("_row")
     by_id = rows.filter(pl.col("request_id").is_not_null()).join(
         inference.filter(pl.col("request_id").is_not_null()).select(
             pl.col("request_id").str.replace(ID_PREFIX_RE, "").alias("request_id"),
-            pl.col("instance").alias("_src"),
+            pl.col("_line").alias("_src"),
         ),
         on="request_id",
     )
@@ -408,12 +412,14 @@ def attribute(
         seconds("ended_at").alias("e"),
         pl.col("instance").alias("_served_by"),
     )
-    lines = with_last_upstream(inference, "_address").with_columns(
-        pl.col("_address")
+    inference = with_last_upstream(inference, "proxy_upstream")
+    lines = inference.with_columns(
+        pl.col("proxy_upstream")
         .replace_strict(address_to_instance, default=None, return_dtype=pl.Utf8)
         .alias("_to")
     )
-    lines = lines.filter(~pl.col("instance").is_in(pinned["instance"].drop_nulls().implode()))
+    taken = np.zeros(inference.height, dtype=bool)  # lines given to a request so far
+    taken[pinned["instance"].drop_nulls().to_numpy()] = True
     timed = timed.join(pinned.select("_row"), on="_row", how="anti")
     owners = [pinned]
     # a request an instance's own log placed takes a line of that instance's address
@@ -421,45 +427,43 @@ def attribute(
     none_pinned = pinned.clear()
     for name in sorted(set(address_to_instance.values())):
         own = match_by_time(
-            lines.filter(pl.col("_to") == name),
+            lines.filter((pl.col("_to") == name) & ~pl.Series(taken)),
             timed.filter(pl.col("_served_by") == name),
             clock.offset_s,
             none_pinned,
         ).select("_row", "instance")
         owners.append(own)
-        lines = lines.filter(~pl.col("instance").is_in(own["instance"].implode()))
+        taken[own["instance"].to_numpy()] = True
         timed = timed.join(own.select("_row"), on="_row", how="anti")
     # the rest by time alone (a request whose instance has a known address had its turn)
     placed_elsewhere = pl.col("_served_by").is_in(list(address_to_instance.values()))
     by_time = match_by_time(
-        lines, timed.filter(~placed_elsewhere.fill_null(False)), clock.offset_s, none_pinned
+        lines.filter(~pl.Series(taken)),
+        timed.filter(~placed_elsewhere.fill_null(False)),
+        clock.offset_s,
+        none_pinned,
     )
     owners.append(by_time.select("_row", "instance"))
+    # each request's line, by position: its details are gathered, not joined on text
+    line_of = np.full(rows.height, -1, dtype=np.int64)
     owner = pl.concat(owners)
-    details = with_last_upstream(inference, "proxy_upstream").select(
-        pl.col("source").alias("proxy_source"),
+    line_of[owner["_row"].to_numpy()] = owner["instance"].to_numpy()
+    has_line = line_of >= 0
+    details = inference.select(
+        pl.col("source").cast(model.SOURCE).alias("proxy_source"),
         "proxy_upstream",
         pl.col("delivery").alias("proxy_delivery"),
         pl.col("http_status").alias("proxy_status"),
     )
-    # only the new columns are joined (in row order), not the whole request table
     decided = (
-        rows.select("_row")
-        .join(
-            owner.select("_row", pl.col("instance").alias("proxy_source")),
-            on="_row",
-            how="left",
-            maintain_order="left",
+        details.gather(np.where(has_line, line_of, 0))
+        .with_columns(
+            pl.when(pl.Series(has_line)).then(pl.col(c)).alias(c) for c in details.columns
         )
-        .join(details, on="proxy_source", how="left", maintain_order="left")
-        .select(
-            pl.col("proxy_source").cast(model.SOURCE),
-            "proxy_upstream",
-            "proxy_delivery",
-            "proxy_status",
+        .with_columns(
             pl.col("proxy_upstream")
             .replace_strict(address_to_instance, default=None, return_dtype=pl.Utf8)
-            .alias("proxy_instance"),
+            .alias("proxy_instance")
         )
     )
     return requests.with_columns(decided), clock
