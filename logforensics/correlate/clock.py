@@ -338,13 +338,16 @@ def align_instances(
     fits: dict[str, ClockFit] = {}
     shifts: dict[str, float] = {}
     times = RequestTimes.of(client)
-    own_records = records.partition_by("instance", as_dict=True)
+    # an access record's clock evidence is its time, precision and status (`_record_points`)
+    own_records = records.select("instance", "at", "at_precision_s", "http_status").partition_by(
+        "instance", as_dict=True
+    )
     own_lines = server.filter(pl.col("event") != "access").partition_by("instance", as_dict=True)
     names = {k[0] for k in own_records} | set(server["instance"].drop_nulls().unique())
     for name in sorted(names):
         own = clock_evidence(
             times,
-            own_records.get((name,), records.clear()),
+            own_records.get((name,), records.clear().select("at", "at_precision_s", "http_status")),
             own_lines.get((name,), server.clear()),
         )
         if clock.method == "forced":

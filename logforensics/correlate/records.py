@@ -19,9 +19,16 @@ def inference_records(server: pl.DataFrame) -> pl.DataFrame:
     # a log holds few distinct paths: each is matched once, not once a line
     paths = server["path"].drop_nulls().unique()
     inference = paths.filter(paths.str.contains(INFERENCE_PATH_RE))
-    return server.filter(
-        (pl.col("event") == "access") & pl.col("path").is_in(inference.implode())
-    ).sort("at")
+    # the rows' order found on two narrow columns, then all columns gathered once
+    order = (
+        server.select(
+            (pl.col("event") == "access") & pl.col("path").is_in(inference.implode()), "at"
+        )
+        .with_row_index("_i")
+        .filter(pl.col("event"))
+        .sort("at", maintain_order=True)["_i"]
+    )
+    return server[order]
 
 
 ID_PREFIX_RE = r"^(?:chat)?cmpl-"

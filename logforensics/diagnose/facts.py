@@ -172,10 +172,8 @@ def build(
     failures = measured.filter(pl.col("ok").eq(False)).with_row_index("fid")
     stats = kv_columns(tables["engine_stats"])
     mapping = {a: i for a, i in (upstreams or {}).items() if i}
-    pairs = measured.filter(
-        pl.col("proxy_upstream").is_not_null() & pl.col("proxy_instance").is_not_null()
-    ).select("proxy_upstream", "proxy_instance")
-    for address, name in pairs.unique().iter_rows():
+    pairs = measured.select("proxy_upstream", "proxy_instance").drop_nulls().unique()
+    for address, name in pairs.sort(pl.all()).iter_rows():
         mapping.setdefault(address, name)
     candidates = _candidates(failures, instances, pad_s)
     return Facts(
