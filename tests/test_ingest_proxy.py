@@ -611,6 +611,51 @@ def test_production_stack_router(tmp_path):
     assert (result.parsed, result.noise, result.unparsed) == (3, 1, 0)
 
 
+RECORDINGS = Path(__file__).parents[1] / "recordings"
+
+
+def test_vllm_router_rs_console_and_log_dir_file_as_recorded(tmp_path):
+    """The Rust vllm-router 0.1.17's real output (recordings/vrouter-compute): its console
+    (the launcher's ``DEBUG:`` prints, ANSI-coloured tracing lines) and its --log-dir file.
+    It names no request: every line is the router's own, none unparsed, no row."""
+    bundle = RECORDINGS / "vrouter-compute"
+    for name in ("router.log", "vllm-router-logs/vllm-router.2026-12-01"):
+        text = (bundle / name).read_text()
+        fmt, result = parse(tmp_path, text, "router.log")
+        assert fmt is FILE_FORMATS["proxy_log"], name
+        assert result.unparsed == 0 and result.parsed == 0, result.unparsed_examples
+        assert result.noise == result.lines == len(text.splitlines())
+        assert result.table("proxy_requests").is_empty()
+        # the shutdown warning ("Concurrency queue processor shutting down") is no failure
+        assert result.table("proxy_events").is_empty()
+        assert result.span[0] == t(2026, 12, 1, 17, 52, 53)
+
+
+def test_vllm_router_rs_refusals_and_failures_are_events(tmp_path):
+    """Messages as the 0.1.17 binary holds them (its middleware's 429s and queue timeout,
+    the HTTP router's failed send), in the recorded line shape."""
+    head = "2026-12-01 17:57:10  WARN vllm_router_rs::middleware: src/middleware.rs:540: "
+    text = (
+        head
+        + "No tokens available and queuing is disabled, returning 429\n"
+        + head
+        + "Request queue is full, returning 429\n"
+        + head
+        + "Request already timed out in queue\n"
+        "2026-12-01 17:57:11 ERROR vllm_router_rs::routers::http::router: "
+        "src/routers/http/router.rs:700: Failed to send typed request "
+        "worker_url=http://127.0.0.1:8002 error=error sending request\n"
+        "2026-12-01 17:57:12 DEBUG vllm_router_rs::core::token_bucket: src/core/token_bucket.rs:75: "
+        "Token bucket: acquired 1 tokens, 32767 remaining\n"
+    )
+    fmt, result = parse(tmp_path, text, "router.log")
+    assert fmt is FILE_FORMATS["proxy_log"]
+    events = result.table("proxy_events")
+    assert events["kind"].to_list() == ["refused", "refused", "refused", "upstream_error"]
+    assert events["upstream"].to_list() == [None, None, None, "http://127.0.0.1:8002"]
+    assert (result.parsed, result.noise, result.unparsed) == (4, 1, 0)
+
+
 # ------------------------------------------------------------ no instances
 
 
