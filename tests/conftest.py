@@ -22,7 +22,13 @@ def _corpus() -> Path | None:
 
 CORPUS = _corpus()
 RECORDINGS = ROOT / "recordings"  # this project's own recordings, kept in the repository
-CORPUS_ANSWERS = {"TRUTH.json", "GROUND_TRUTH.md", "lab-timeline.log", "kill-time.txt"}
+CORPUS_ANSWERS = {
+    "TRUTH.json",
+    "GROUND_TRUTH.md",
+    "lab-timeline.log",
+    "kill-time.txt",
+    "count_truth.py",
+}
 
 
 def corpus(name: str) -> Path:
@@ -54,7 +60,8 @@ def corpus_incidents() -> list[Path]:
     """Every recorded incident: the shared corpus' (none on a user's clone) and the repository's."""
     roots = [r for r in (CORPUS, RECORDINGS) if r is not None]
     return sorted(
-        (p for r in roots for p in r.iterdir() if (p / "TRUTH.json").is_file()), key=lambda p: p.name
+        (p for r in roots for p in r.iterdir() if (p / "TRUTH.json").is_file()),
+        key=lambda p: p.name,
     )
 
 
