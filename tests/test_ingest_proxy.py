@@ -612,6 +612,9 @@ def test_production_stack_router(tmp_path):
 
 
 RECORDINGS = Path(__file__).parents[1] / "recordings"
+TRAEFIK3 = (
+    Path(__file__).parent / "data" / "traefik3"
+)  # real Traefik 3.7.15 output (tools/samples/README.md)
 
 
 def test_vllm_router_rs_console_and_log_dir_file_as_recorded(tmp_path):
@@ -654,6 +657,41 @@ def test_vllm_router_rs_refusals_and_failures_are_events(tmp_path):
     assert events["kind"].to_list() == ["refused", "refused", "refused", "upstream_error"]
     assert events["upstream"].to_list() == [None, None, None, "http://127.0.0.1:8002"]
     assert (result.parsed, result.noise, result.unparsed) == (4, 1, 0)
+
+
+def test_traefik3_own_log_as_recorded_is_all_its_own(tmp_path):
+    """Traefik 3.7.15's console log at INFO (recordings/traefik-refuse): start-up notices,
+    its multi-line data-collection notice, shutdown — no request, nothing unparsed."""
+    text = (RECORDINGS / "traefik-refuse" / "traefik.log").read_text()
+    fmt, result = parse(tmp_path, text, "traefik.log")
+    assert fmt is FILE_FORMATS["proxy_log"]
+    assert (result.parsed, result.unparsed) == (0, 0), result.unparsed_examples
+    assert result.noise == result.lines == 20
+    assert result.table("proxy_events").is_empty() and result.table("proxy_requests").is_empty()
+
+
+@pytest.mark.parametrize("name", ["traefik3-debug-console.log", "traefik3-debug-json.log"])
+def test_traefik3_debug_log_names_the_request_it_could_not_proxy(tmp_path, name):
+    """Traefik 3.7.15 at --log.level=DEBUG (console, and --log.format=json), one request to
+    a service whose only server is a closed port (tools/samples/README.md): its 502 line."""
+    fmt, result = parse(tmp_path, (TRAEFIK3 / name).read_text(), name)
+    assert fmt is FILE_FORMATS["proxy_log"]
+    assert result.unparsed == 0, result.unparsed_examples
+    assert result.parsed == 1 and result.noise == result.lines - 1
+    events = result.table("proxy_events")
+    assert events["kind"].to_list() == ["conn_refused"]
+    assert events["http_status"].to_list() == [502]
+    assert events["upstream"].to_list() == ["127.0.0.1:8009"]
+    assert "dial tcp 127.0.0.1:8009: connect: connection refused" in events["detail"][0]
+    assert events["at"][0] in (t(2026, 12, 1, 18, 7, 32), t(2026, 12, 1, 18, 7, 45))
+    assert result.table("proxy_requests").is_empty()  # "Service selected by WRR" is noise
+
+
+def test_traefik3_clf_answer_for_a_closed_port(tmp_path):
+    fmt, result = parse(tmp_path, (TRAEFIK3 / "traefik3-closed-port-access.log").read_text())
+    rows = result.table("proxy_requests")
+    assert rows["http_status"].to_list() == [502]
+    assert rows["upstream"].to_list() == ["http://127.0.0.1:8009"]
 
 
 # ------------------------------------------------------------ no instances
