@@ -222,15 +222,18 @@ NOT_LOGS = {
 }
 NOT_LOG_MIN_LINES = 2
 CONFIG_SUFFIXES = {".conf", ".cfg", ".ini", ".toml"}
+YAML_SUFFIXES = {".yml", ".yaml"}  # a load tester's or proxy's configuration, as a rule
 
 
 def not_a_log(head: list[str], suffix: str = "") -> str | None:
     """What a file of no known format is, where it is plainly not a log (else None).
 
     A file named as a configuration is never taken for a Markdown document (its
-    comments look like headings): it is a configuration of a kind, or of no kind.
+    comments look like headings, a YAML list's items like a Markdown list's): it is
+    a configuration of a kind, a YAML document, or a configuration of no kind.
     """
-    config = suffix.lower() in CONFIG_SUFFIXES
+    yaml = suffix.lower() in YAML_SUFFIXES
+    config = suffix.lower() in CONFIG_SUFFIXES or yaml
     for what, pattern in NOT_LOGS.items():
         if config and what == "a Markdown document":
             continue
@@ -241,6 +244,8 @@ def not_a_log(head: list[str], suffix: str = "") -> str | None:
         )
         if hits >= needed:
             return what
+    if yaml:
+        return "a YAML document"
     if config:
         return "a configuration file"
     return "prose (no timestamps, no fields)" if _prose(head) else None
