@@ -694,6 +694,43 @@ def test_traefik3_clf_answer_for_a_closed_port(tmp_path):
     assert rows["upstream"].to_list() == ["http://127.0.0.1:8009"]
 
 
+def test_caddy_json_access_and_error_logs_as_recorded(tmp_path):
+    """Caddy 2.6.2's real logs (recordings/caddy-crash): the JSON access log is Caddy's (not a
+    client's JSONL, though it has `duration` and `status`), its own log names the failures."""
+    bundle = RECORDINGS / "caddy-crash"
+    fmt, result = parse(tmp_path, (bundle / "caddy-access.log").read_text(), "caddy-access.log")
+    assert fmt is FILE_FORMATS["proxy_log"] and result.formats == ["caddy_json"]
+    rows = result.table("proxy_requests")
+    assert rows.height == result.lines == result.parsed and result.unparsed == 0
+    assert sorted(set(rows["http_status"].to_list())) == [200, 502]
+    assert rows["upstream"].is_null().all()  # Caddy's access log names no upstream
+    # its resp_headers tell who answered: vLLM's headers copied through (Server: Caddy,
+    # uvicorn; Date; Content-Type) on the 200s, Caddy's Server header alone on its 502s
+    who = rows.group_by("http_status", "status_origin", "delivery").len().sort("http_status")
+    assert who.rows() == [(200, "upstream", "reached", 18), (502, "proxy", "unknown", 6)]
+    first = rows.row(0, named=True)
+    assert first["at"] == dt.datetime(2026, 12, 1, 18, 12, 56, 391101, tzinfo=UTC)  # ts: its end
+    assert first["request_time_s"] == 7.417851963
+    assert (first["method"], first["path"], first["client"]) == (
+        "POST",
+        "/v1/completions",
+        "127.0.0.1",
+    )
+
+    _, result = parse(tmp_path, (bundle / "caddy.log").read_text(), "caddy.log")
+    assert result.unparsed == 0
+    events = result.table("proxy_events")
+    kinds = events.group_by("kind").len().sort("kind").rows()
+    assert kinds == [("conn_failed", 4), ("conn_refused", 6)]
+    refused = events.filter(pl.col("kind") == "conn_refused")
+    assert refused["upstream"].unique().to_list() == ["127.0.0.1:8002"]
+    assert refused["http_status"].unique().to_list() == [502]
+    cut = events.filter(pl.col("kind") == "conn_failed")
+    assert cut["detail"][0].endswith("aborting with incomplete response: unexpected EOF")
+    # one event per request: the "reading from backend" line before each abort is noise
+    assert result.noise == result.lines - 10
+
+
 # ------------------------------------------------------------ no instances
 
 
