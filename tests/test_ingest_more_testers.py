@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from logforensics.ingest import ParseContext, SourceFile, detect
-from tests.conftest import write
+from tests.conftest import RECORDINGS, write
 
 UTC = dt.timezone.utc
 CTX = ParseContext(year=2026)
@@ -189,6 +189,21 @@ def test_inference_perf_without_answers_is_anchored_only_by_started_at(tmp_path)
         ParseContext(year=2026, client_anchor=start),
     )
     assert req["started_at"].min() == start
+
+
+def test_inference_perf_stream_cut_off_is_a_failure_it_did_not_record():
+    """recordings/caddy-crash: streamed completions through Caddy; instance-2 was killed
+    with 4 streams in flight. inference-perf kept their chunks with no error; they end
+    with no finish_reason and no `data: [DONE]`."""
+    path = RECORDINGS / "caddy-crash" / "reports" / "per_request_lifecycle_metrics.json"
+    _, result, req = parse(path)
+    assert req.height == 24
+    assert outcomes(req) == {"ok": 14, "http_502": 6, "error": 4}
+    cut = req.filter(pl.col("error").str.starts_with("stream cut off").fill_null(False))
+    assert cut.height == 4 and cut["request_id"].null_count() == 0  # their ids: they reached it
+    assert all("no finish_reason and no `data: [DONE]`" in e for e in cut["error"])
+    records = json.loads(path.read_text())
+    assert sum(1 for r in records if r["error"] is None) == 18  # what inference-perf says
 
 
 def test_inference_perf_errors_as_its_client_makes_them():

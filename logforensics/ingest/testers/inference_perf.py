@@ -10,6 +10,9 @@ status read into ``http_status``; the message is the answer's body),
 ``TimeoutError`` / ``Request timed out``, aiohttp's exception names
 (``ServerDisconnectedError``). A success is a record without error whose
 response was measured. The records carry no stage and are in no time order.
+A streamed answer is its SSE text; one whose chunks stop with no
+``finish_reason`` and no ``data: [DONE]`` broke off (its server died, a proxy
+aborted it) and is a failure, though inference-perf records no error for it.
 An OpenAI answer in ``response`` gives the request its id (a timed-out
 streamed request keeps the chunks it got, and so its id) and its ``created``
 (the server's ``int(time.time())`` when the request arrived): those anchor the
@@ -39,6 +42,7 @@ from logforensics.ingest.toolkit import (
     EPOCH_MIN_S,
     finish_requests,
     first_column,
+    format_text,
     json_records,
     place_on_clock,
     read_json_document,
@@ -46,6 +50,9 @@ from logforensics.ingest.toolkit import (
 )
 
 RESPONSE_ID_RE = r'"id"\s*:\s*"((?:chat)?cmpl-[^"]+)"'
+# a streamed answer is kept as its SSE text: `data: {chunk}` … `data: [DONE]`
+STREAMED_RE = r"^\s*data: "
+STREAM_END_RE = r'data: \[DONE\]|"finish_reason"\s*:\s*"'
 CREATED_RE = r'"created"\s*:\s*(\d{9,11})\b'
 STAGE_RE = r"stage_(\d+)_"
 HTTP_ERROR_RE = r"^HTTP Error (\d{3})$"  # openai_client.py: f"HTTP Error {response.status}"
@@ -98,7 +105,26 @@ class InferencePerfRequests(FileFormat):
             ignore_nulls=True,
         )
         error_type = first_column(f, "error.error_type", dtype=pl.Utf8)
-        failed = error_type.is_not_null()
+        response = first_column(f, "response", dtype=pl.Utf8)
+        # a stream that broke off (its server died, a proxy aborted it) is kept with no
+        # error: its chunks stop before any finish_reason and before `data: [DONE]`
+        cut = (
+            error_type.is_null()
+            & response.str.contains(STREAMED_RE)
+            & ~response.str.contains(STREAM_END_RE)
+        ).fill_null(False)
+        error = (
+            pl.when(cut)
+            .then(
+                format_text(
+                    "stream cut off: {} chunk(s), then no finish_reason and no `data: [DONE]` "
+                    "(the answer broke off; inference-perf recorded no error)",
+                    response.str.count_matches(r"(?m)^data: ").cast(pl.Utf8),
+                )
+            )
+            .otherwise(error)
+        )
+        failed = error_type.is_not_null() | cut
         tokens = first_column(f, "info.response_metrics.output_tokens", dtype=pl.Int64)
         frame = f.select(
             (pl.col("_rec") - 1).cast(pl.Int64).alias("index"),
