@@ -116,6 +116,8 @@ def test_configs_and_documents_are_named_not_read_as_logs():
     llt = (RECORDINGS / "traefik-refuse" / "llm-load-test-6.yaml").read_text().splitlines()
     assert not_a_log(llt, ".yaml") == "a YAML document"
     assert not_a_log(["# routes", "- name: a", "- name: b"], ".yml") == "a YAML document"
+    caddyfile = (RECORDINGS / "caddy-crash" / "Caddyfile").read_text().splitlines()
+    assert not_a_log(caddyfile) == "a Caddy configuration"  # its comments are no headings
     inputs = load([corpus("guidellm-kv") / "GROUND_TRUTH.md"], CTX)  # quotes vLLM lines
     assert inputs.files[0].skipped == "not a log: a Markdown document"
 

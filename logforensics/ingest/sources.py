@@ -217,6 +217,9 @@ NOT_LOGS = {
     r"|^\s+(?:mode\s+(?:http|tcp)|balance\s+\w+|server\s+\S+\s+\S+:\d+|timeout\s+\w+\s+\S+)",
     "an rsyslog configuration": r"^\s*(?:module|input|global|template|action|ruleset)\(|^\$[A-Z]\w+ "
     r"|^if \$(?:programname|syslogtag)",
+    "a Caddy configuration": r"^(?:https?://)?[\w.*-]*:\d+(?:,\s*\S+)*\s*\{\s*$"
+    r"|^\s*(?:reverse_proxy|lb_policy|lb_try_duration|health_uri|file_server|php_fastcgi"
+    r"|handle_path|handle_errors)\s|^\s*output (?:file|stderr|stdout|discard)\b",
     "a Markdown document": r"^#{1,6} \S|^\|[-| :]+\|$|^(?:[-*]|\d+\.) \S",
     "a script": r"^#!/",
 }
