@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from logforensics.ingest import ParseContext, SourceFile, detect
-from tests.conftest import write
+from tests.conftest import RECORDINGS, write
 
 UTC = dt.timezone.utc
 CTX = ParseContext(year=2026)
@@ -178,7 +178,7 @@ def test_genai_bench_requests_are_counted_not_placed(tmp_path):
     assert req["latency_s"][0] == 2.5309
 
 
-def test_inference_perf_per_request_anchored_at_the_stage_start():
+def test_inference_perf_per_request_anchored_by_the_answers_created_seconds():
     path = SAMPLES / "inference_perf_vllm_per_request_lifecycle_metrics.json"
     name, result, req = parse(path)
     assert name == "inference_perf_requests" and req.height == 26
@@ -186,16 +186,56 @@ def test_inference_perf_per_request_anchored_at_the_stage_start():
     assert req.filter(pl.col("outcome") == "timeout")["error"].unique().to_list() == [
         "TimeoutError: Request timed out"
     ]
-    assert req["started_at"].is_null().all()  # perf_counter, no anchor
     assert req["output_tokens"].sum() == 446  # the records' response_metrics.output_tokens
+    # perf_counter times; vLLM's `created` (its int(time.time()) at arrival) of the 17
+    # answers anchors the counter: every answered start falls in its [created, created + 1)
+    assert any("anchored by the answers' `created` seconds (17 answered" in n for n in result.notes)
+    assert req["started_at"].null_count() == 0
+    records = json.loads(path.read_text())
+    created = [json.loads(r["response"])["created"] if r["response"] else None for r in records]
+    for start, sec in zip(req["started_at"].to_list(), created, strict=True):
+        if sec is not None:
+            assert sec - 0.05 <= start.timestamp() < sec + 1.05
+    assert req["started_at"][0] == dt.datetime(2026, 12, 1, 16, 48, 22, 158736, tzinfo=UTC)
+    # the file's own anchor wins over --started-at, which a note compares
     start = dt.datetime(2026, 1, 1, tzinfo=UTC)
-    _, _, req = parse(path, ParseContext(year=2026, client_anchor=start))
-    assert req["started_at"].to_list()[:2] == [start, start + dt.timedelta(seconds=1.221982)]
-    assert req["ended_at"].max() == start + dt.timedelta(seconds=10.403066)
+    _, result, again = parse(path, ParseContext(year=2026, client_anchor=start))
+    assert again["started_at"].to_list() == req["started_at"].to_list()
+    assert any("--started-at not used for this file" in n for n in result.notes)
     # the response's id; a request that timed out before its answer has none
     assert req["request_id"][0] == "cmpl-8c1ad9b96071aeb8"
     assert req.filter(pl.col("ok"))["request_id"].null_count() == 0
     assert req.filter(~pl.col("ok"))["request_id"].null_count() == 9
+
+
+def test_inference_perf_without_answers_is_anchored_only_by_started_at(tmp_path):
+    path = SAMPLES / "inference_perf_vllm_per_request_lifecycle_metrics.json"
+    records = [r for r in json.loads(path.read_text()) if not r["response"]]
+    _, result, req = parse(
+        write(tmp_path / "per_request_lifecycle_metrics.json", json.dumps(records))
+    )
+    assert req.height == 9 and req["started_at"].is_null().all()  # perf_counter, no anchor
+    start = dt.datetime(2026, 1, 1, tzinfo=UTC)
+    _, _, req = parse(
+        write(tmp_path / "per_request_lifecycle_metrics.json", json.dumps(records)),
+        ParseContext(year=2026, client_anchor=start),
+    )
+    assert req["started_at"].min() == start
+
+
+def test_inference_perf_stream_cut_off_is_a_failure_it_did_not_record():
+    """recordings/caddy-crash: streamed completions through Caddy; instance-2 was killed
+    with 4 streams in flight. inference-perf kept their chunks with no error; they end
+    with no finish_reason and no `data: [DONE]`."""
+    path = RECORDINGS / "caddy-crash" / "reports" / "per_request_lifecycle_metrics.json"
+    _, result, req = parse(path)
+    assert req.height == 24
+    assert outcomes(req) == {"ok": 14, "http_502": 6, "error": 4}
+    cut = req.filter(pl.col("error").str.starts_with("stream cut off").fill_null(False))
+    assert cut.height == 4 and cut["request_id"].null_count() == 0  # their ids: they reached it
+    assert all("no finish_reason and no `data: [DONE]`" in e for e in cut["error"])
+    records = json.loads(path.read_text())
+    assert sum(1 for r in records if r["error"] is None) == 18  # what inference-perf says
 
 
 def test_inference_perf_errors_as_its_client_makes_them():

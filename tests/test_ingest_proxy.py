@@ -611,6 +611,126 @@ def test_production_stack_router(tmp_path):
     assert (result.parsed, result.noise, result.unparsed) == (3, 1, 0)
 
 
+RECORDINGS = Path(__file__).parents[1] / "recordings"
+TRAEFIK3 = (
+    Path(__file__).parent / "data" / "traefik3"
+)  # real Traefik 3.7.15 output (tools/samples/README.md)
+
+
+def test_vllm_router_rs_console_and_log_dir_file_as_recorded(tmp_path):
+    """The Rust vllm-router 0.1.17's real output (recordings/vrouter-compute): its console
+    (the launcher's ``DEBUG:`` prints, ANSI-coloured tracing lines) and its --log-dir file.
+    It names no request: every line is the router's own, none unparsed, no row."""
+    bundle = RECORDINGS / "vrouter-compute"
+    for name in ("router.log", "vllm-router-logs/vllm-router.2026-12-01"):
+        text = (bundle / name).read_text()
+        fmt, result = parse(tmp_path, text, "router.log")
+        assert fmt is FILE_FORMATS["proxy_log"], name
+        assert result.unparsed == 0 and result.parsed == 0, result.unparsed_examples
+        assert result.noise == result.lines == len(text.splitlines())
+        assert result.table("proxy_requests").is_empty()
+        # the shutdown warning ("Concurrency queue processor shutting down") is no failure
+        assert result.table("proxy_events").is_empty()
+        assert result.span[0] == t(2026, 12, 1, 17, 52, 53)
+
+
+def test_vllm_router_rs_refusals_and_failures_are_events(tmp_path):
+    """Messages as the 0.1.17 binary holds them (its middleware's 429s and queue timeout,
+    the HTTP router's failed send), in the recorded line shape."""
+    head = "2026-12-01 17:57:10  WARN vllm_router_rs::middleware: src/middleware.rs:540: "
+    text = (
+        head
+        + "No tokens available and queuing is disabled, returning 429\n"
+        + head
+        + "Request queue is full, returning 429\n"
+        + head
+        + "Request already timed out in queue\n"
+        "2026-12-01 17:57:11 ERROR vllm_router_rs::routers::http::router: "
+        "src/routers/http/router.rs:700: Failed to send typed request "
+        "worker_url=http://127.0.0.1:8002 error=error sending request\n"
+        "2026-12-01 17:57:12 DEBUG vllm_router_rs::core::token_bucket: src/core/token_bucket.rs:75: "
+        "Token bucket: acquired 1 tokens, 32767 remaining\n"
+    )
+    fmt, result = parse(tmp_path, text, "router.log")
+    assert fmt is FILE_FORMATS["proxy_log"]
+    events = result.table("proxy_events")
+    assert events["kind"].to_list() == ["refused", "refused", "refused", "upstream_error"]
+    assert events["upstream"].to_list() == [None, None, None, "http://127.0.0.1:8002"]
+    assert (result.parsed, result.noise, result.unparsed) == (4, 1, 0)
+
+
+def test_traefik3_own_log_as_recorded_is_all_its_own(tmp_path):
+    """Traefik 3.7.15's console log at INFO (recordings/traefik-refuse): start-up notices,
+    its multi-line data-collection notice, shutdown — no request, nothing unparsed."""
+    text = (RECORDINGS / "traefik-refuse" / "traefik.log").read_text()
+    fmt, result = parse(tmp_path, text, "traefik.log")
+    assert fmt is FILE_FORMATS["proxy_log"]
+    assert (result.parsed, result.unparsed) == (0, 0), result.unparsed_examples
+    assert result.noise == result.lines == 20
+    assert result.table("proxy_events").is_empty() and result.table("proxy_requests").is_empty()
+
+
+@pytest.mark.parametrize("name", ["traefik3-debug-console.log", "traefik3-debug-json.log"])
+def test_traefik3_debug_log_names_the_request_it_could_not_proxy(tmp_path, name):
+    """Traefik 3.7.15 at --log.level=DEBUG (console, and --log.format=json), one request to
+    a service whose only server is a closed port (tools/samples/README.md): its 502 line."""
+    fmt, result = parse(tmp_path, (TRAEFIK3 / name).read_text(), name)
+    assert fmt is FILE_FORMATS["proxy_log"]
+    assert result.unparsed == 0, result.unparsed_examples
+    assert result.parsed == 1 and result.noise == result.lines - 1
+    events = result.table("proxy_events")
+    assert events["kind"].to_list() == ["conn_refused"]
+    assert events["http_status"].to_list() == [502]
+    assert events["upstream"].to_list() == ["127.0.0.1:8009"]
+    assert "dial tcp 127.0.0.1:8009: connect: connection refused" in events["detail"][0]
+    assert events["at"][0] in (t(2026, 12, 1, 18, 7, 32), t(2026, 12, 1, 18, 7, 45))
+    assert result.table("proxy_requests").is_empty()  # "Service selected by WRR" is noise
+
+
+def test_traefik3_clf_answer_for_a_closed_port(tmp_path):
+    fmt, result = parse(tmp_path, (TRAEFIK3 / "traefik3-closed-port-access.log").read_text())
+    rows = result.table("proxy_requests")
+    assert rows["http_status"].to_list() == [502]
+    assert rows["upstream"].to_list() == ["http://127.0.0.1:8009"]
+
+
+def test_caddy_json_access_and_error_logs_as_recorded(tmp_path):
+    """Caddy 2.6.2's real logs (recordings/caddy-crash): the JSON access log is Caddy's (not a
+    client's JSONL, though it has `duration` and `status`), its own log names the failures."""
+    bundle = RECORDINGS / "caddy-crash"
+    fmt, result = parse(tmp_path, (bundle / "caddy-access.log").read_text(), "caddy-access.log")
+    assert fmt is FILE_FORMATS["proxy_log"] and result.formats == ["caddy_json"]
+    rows = result.table("proxy_requests")
+    assert rows.height == result.lines == result.parsed and result.unparsed == 0
+    assert sorted(set(rows["http_status"].to_list())) == [200, 502]
+    assert rows["upstream"].is_null().all()  # Caddy's access log names no upstream
+    # its resp_headers tell who answered: vLLM's headers copied through (Server: Caddy,
+    # uvicorn; Date; Content-Type) on the 200s, Caddy's Server header alone on its 502s
+    who = rows.group_by("http_status", "status_origin", "delivery").len().sort("http_status")
+    assert who.rows() == [(200, "upstream", "reached", 18), (502, "proxy", "unknown", 6)]
+    first = rows.row(0, named=True)
+    assert first["at"] == dt.datetime(2026, 12, 1, 18, 12, 56, 391101, tzinfo=UTC)  # ts: its end
+    assert first["request_time_s"] == 7.417851963
+    assert (first["method"], first["path"], first["client"]) == (
+        "POST",
+        "/v1/completions",
+        "127.0.0.1",
+    )
+
+    _, result = parse(tmp_path, (bundle / "caddy.log").read_text(), "caddy.log")
+    assert result.unparsed == 0
+    events = result.table("proxy_events")
+    kinds = events.group_by("kind").len().sort("kind").rows()
+    assert kinds == [("conn_failed", 4), ("conn_refused", 6)]
+    refused = events.filter(pl.col("kind") == "conn_refused")
+    assert refused["upstream"].unique().to_list() == ["127.0.0.1:8002"]
+    assert refused["http_status"].unique().to_list() == [502]
+    cut = events.filter(pl.col("kind") == "conn_failed")
+    assert cut["detail"][0].endswith("aborting with incomplete response: unexpected EOF")
+    # one event per request: the "reading from backend" line before each abort is noise
+    assert result.noise == result.lines - 10
+
+
 # ------------------------------------------------------------ no instances
 
 

@@ -7,7 +7,7 @@ import shutil
 from logforensics.ingest import ParseContext
 from logforensics.ingest.inputs import load
 from logforensics.ingest.sources import instance_name, rotation_order, scrape_instance
-from tests.conftest import corpus
+from tests.conftest import RECORDINGS, corpus
 
 CTX = ParseContext(year=2026)
 
@@ -112,6 +112,12 @@ def test_configs_and_documents_are_named_not_read_as_logs():
     truth = (corpus("kv-tiny") / "GROUND_TRUTH.md").read_text().splitlines()[:40]
     assert not_a_log(truth, ".md") == "a Markdown document"
     assert not_a_log(["key = 1", "other = 2"], ".ini") == "a configuration file"
+    # a load tester's YAML config (its list items and comments are no Markdown)
+    llt = (RECORDINGS / "traefik-refuse" / "llm-load-test-6.yaml").read_text().splitlines()
+    assert not_a_log(llt, ".yaml") == "a YAML document"
+    assert not_a_log(["# routes", "- name: a", "- name: b"], ".yml") == "a YAML document"
+    caddyfile = (RECORDINGS / "caddy-crash" / "Caddyfile").read_text().splitlines()
+    assert not_a_log(caddyfile) == "a Caddy configuration"  # its comments are no headings
     inputs = load([corpus("guidellm-kv") / "GROUND_TRUTH.md"], CTX)  # quotes vLLM lines
     assert inputs.files[0].skipped == "not a log: a Markdown document"
 

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-NOT_EVIDENCE = {"TRUTH.json", "GROUND_TRUTH.md", "lab-timeline.log", "kill-time.txt"}
+NOT_EVIDENCE = {"TRUTH.json", "GROUND_TRUTH.md", "lab-timeline.log", "kill-time.txt", "count_truth.py"}
 RECORDINGS = Path(__file__).resolve().parents[1] / "recordings"
 OFFSET_TOLERANCE_S = 1.5
 CHECKS = ("verdict", "totals", "steps", "per-instance", "contamination", "offset")

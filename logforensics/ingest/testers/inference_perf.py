@@ -2,17 +2,23 @@
 lifecycle summaries (``summary_lifecycle_metrics.json``, ``stage_N_lifecycle_metrics.json``).
 
 Per request (``reportgen/base.py`` ``generate_reports``): ``start_time`` and
-``end_time`` read from ``time.perf_counter()`` (a counter, not wall time:
-``--started-at`` anchors the first request, taken as the stage's start, else
-the requests are counted but not placed), the request and response text,
+``end_time`` read from ``time.perf_counter()`` (a counter, not wall time), the
+request and response text,
 ``info`` (``response_metrics.output_tokens``, null for a failure) and
 ``error`` ``{error_type, error_msg}``: 0.7.0 writes ``HTTP Error 503`` (the
 status read into ``http_status``; the message is the answer's body),
 ``TimeoutError`` / ``Request timed out``, aiohttp's exception names
 (``ServerDisconnectedError``). A success is a record without error whose
 response was measured. The records carry no stage and are in no time order.
+A streamed answer is its SSE text; one whose chunks stop with no
+``finish_reason`` and no ``data: [DONE]`` broke off (its server died, a proxy
+aborted it) and is a failure, though inference-perf records no error for it.
 An OpenAI answer in ``response`` gives the request its id (a timed-out
-streamed request keeps the chunks it got, and so its id).
+streamed request keeps the chunks it got, and so its id) and its ``created``
+(the server's ``int(time.time())`` when the request arrived): those anchor the
+counter on the server's clock (`created_anchor`), else ``--started-at`` anchors
+the first request, taken as the stage's start, else the requests are counted
+but not placed.
 
 A summary is the tool's own figures (``load_summary.count`` and
 ``concurrency`` or ``requested_rate``, ``successes.count``, ``failures.count``
@@ -33,8 +39,10 @@ from logforensics import model
 from logforensics.ingest import register_file_format
 from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, Sample, SourceFile
 from logforensics.ingest.toolkit import (
+    EPOCH_MIN_S,
     finish_requests,
     first_column,
+    format_text,
     json_records,
     place_on_clock,
     read_json_document,
@@ -42,6 +50,10 @@ from logforensics.ingest.toolkit import (
 )
 
 RESPONSE_ID_RE = r'"id"\s*:\s*"((?:chat)?cmpl-[^"]+)"'
+# a streamed answer is kept as its SSE text: `data: {chunk}` … `data: [DONE]`
+STREAMED_RE = r"^\s*data: "
+STREAM_END_RE = r'data: \[DONE\]|"finish_reason"\s*:\s*"'
+CREATED_RE = r'"created"\s*:\s*(\d{9,11})\b'
 STAGE_RE = r"stage_(\d+)_"
 HTTP_ERROR_RE = r"^HTTP Error (\d{3})$"  # openai_client.py: f"HTTP Error {response.status}"
 
@@ -93,7 +105,26 @@ class InferencePerfRequests(FileFormat):
             ignore_nulls=True,
         )
         error_type = first_column(f, "error.error_type", dtype=pl.Utf8)
-        failed = error_type.is_not_null()
+        response = first_column(f, "response", dtype=pl.Utf8)
+        # a stream that broke off (its server died, a proxy aborted it) is kept with no
+        # error: its chunks stop before any finish_reason and before `data: [DONE]`
+        cut = (
+            error_type.is_null()
+            & response.str.contains(STREAMED_RE)
+            & ~response.str.contains(STREAM_END_RE)
+        ).fill_null(False)
+        error = (
+            pl.when(cut)
+            .then(
+                format_text(
+                    "stream cut off: {} chunk(s), then no finish_reason and no `data: [DONE]` "
+                    "(the answer broke off; inference-perf recorded no error)",
+                    response.str.count_matches(r"(?m)^data: ").cast(pl.Utf8),
+                )
+            )
+            .otherwise(error)
+        )
+        failed = error_type.is_not_null() | cut
         tokens = first_column(f, "info.response_metrics.output_tokens", dtype=pl.Int64)
         frame = f.select(
             (pl.col("_rec") - 1).cast(pl.Int64).alias("index"),
@@ -113,11 +144,45 @@ class InferencePerfRequests(FileFormat):
             "records name no stage: the stages are told apart by time (their "
             "stage_N_lifecycle_metrics.json files hold the configured rate and concurrency)"
         )
+        created = (
+            first_column(f, "response", dtype=pl.Utf8).str.extract(CREATED_RE, 1).cast(pl.Float64)
+        )
+        zero, how = created_anchor(frame["_start"], f.select(created.alias("c"))["c"])
         frame = place_on_clock(
-            frame, ctx, result.notes, clock="time.perf_counter() seconds (start_time / end_time)"
+            frame,
+            ctx,
+            result.notes,
+            clock="time.perf_counter() seconds (start_time / end_time)",
+            file_zero=zero,
+            file_zero_how=how,
         )
         finish_requests(result, frame, source.display)
         return result
+
+
+def created_anchor(start: pl.Series, created: pl.Series) -> tuple[float | None, str | None]:
+    """The counter's zero on the server's clock, from the answers' ``created``.
+
+    ``created`` is the server's whole second when the request arrived, so for each
+    answered request, arrival - start (the counter's zero, ignoring the ms the request
+    takes to get there) lies in [created - start, created + 1 - start): the zero lies
+    in the intersection of those intervals; its middle is taken. None when no request
+    has both, the times are already epoch seconds, or the intervals do not meet (the
+    answers are then not the server's own arrival seconds).
+    """
+    both = pl.DataFrame({"s": start, "c": created}).drop_nulls()
+    both = both.filter(pl.col("s") < EPOCH_MIN_S)
+    if not both.height:
+        return None, None
+    low = (both["c"] - both["s"]).max()
+    high = (both["c"] + 1 - both["s"]).min()
+    if low > high + 0.05:
+        return None, None
+    zero = (low + high) / 2
+    return zero, (
+        f"the answers' `created` seconds ({both.height} answered requests: the server's "
+        f"clock when each arrived), to +/- {max(high - low, 0) / 2:.2f} s"
+    )
 
 
 @register_file_format
