@@ -23,7 +23,7 @@ from logforensics.diagnose import Finding, Thresholds, Verdict, diagnose
 from logforensics.ingest import InputError, ParseContext, SourceFile, prometheus_api
 from logforensics.ingest.inputs import InputFile, Inputs, combine, expand, load
 
-JSON_FORMAT_VERSION = 6
+JSON_FORMAT_VERSION = 7
 CAPPED_MIN_STEPS = 3  # an instance's count fixed across this many steps...
 CAPPED_MIN_COUNT = 3  # ...at this many requests or more is a cap, not chance
 
@@ -414,7 +414,7 @@ def _findings(step_runs, instances, clock, inputs, requests, unmatched) -> list[
     for run in measured:
         b = run["balance"]
         if b["verdict"] not in ("even", "n/a"):
-            counts = ":".join(str(run["per_instance"][n]) for n in instances)
+            counts = ":".join(str(run["routed"][n]) for n in instances)
             p = f"{b['p_even']:.2f}" if b["p_even"] is not None else "n/a"
             out.append(
                 Finding(

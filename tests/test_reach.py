@@ -268,3 +268,50 @@ def test_a_lost_instance_log_moves_no_request_onto_the_other(tmp_path, incident,
     ]
     proxy_counts = [s["per_upstream"].get(missing_address, 0) for s in measured]
     assert proxy_counts == [s["per_instance"]["instance-2"] for s in want]
+
+
+def test_caddy_refusals_are_proved_by_its_error_line_of_the_same_microseconds(tmp_path):
+    """recordings/caddy-crash: Caddy's access log names no upstream; its 502 for a dead
+    instance-2 is written with the error line `dial tcp 127.0.0.1:8002: connect: connection
+    refused` of the same failure (in another file, stamped 30 µs apart). That pair proves the
+    six step-12 failures never reached an instance; without the error log nothing does."""
+    a = analyze([variant("caddy-crash", tmp_path / "c")])
+    failed = a.requests.filter(~pl.col("ok") & ~pl.col("warmup") & (pl.col("step") == 3))
+    assert failed.height == 6
+    assert set(failed["proxy_delivery"]) == {"refused"}
+    assert set(failed["proxy_upstream"]) == {"127.0.0.1:8002"}
+    assert set(failed["reach"]) == {"unreached"}
+    alone = variant("caddy-crash", tmp_path / "alone", drop={"caddy.log"})
+    failed = analyze([alone]).requests.filter(~pl.col("ok") & (pl.col("step") == 3))
+    assert set(failed["proxy_delivery"]) == {"unknown"}
+    assert "unreached" not in set(failed["reach"])
+
+
+def test_error_lines_several_failures_could_own_decide_none(tmp_path):
+    """The six 502s and the six refusals all stamped in one microsecond: which error line
+    belongs to which 502 cannot be told, so every one stays open (a guess would be a wrong
+    count, even where here all six name the same address)."""
+    bursts = lambda text: "\n".join(  # noqa: E731  every 502 entry given one stamp
+        re.sub(r'"ts":\d+\.\d+', '"ts":1796148909.9892', line) if '"status":502' in line else line
+        for line in text.splitlines()
+    )
+    folder = variant(
+        "caddy-crash",
+        tmp_path / "b",
+        rewrite={"caddy-access.log": bursts, "caddy.log": bursts},
+    )
+    failed = analyze([folder]).requests.filter(~pl.col("ok") & (pl.col("step") == 3))
+    assert set(failed["proxy_delivery"]) == {"unknown"}
+
+
+def test_the_balancer_is_judged_on_where_it_sent_requests_not_where_they_survived(tmp_path):
+    """recordings/caddy-crash, step 12: instance-1 served 6, instance-2 was dead and Caddy
+    sent it 6 it could not deliver. Reached 6:0 (the truth's per-instance counts) but the
+    balancer split 6:6: no skew finding, and the dead instance's finding instead."""
+    got = analyze([variant("caddy-crash", tmp_path)]).to_dict()
+    last = steps(got)[-1]
+    assert last["per_instance"] == {"instance-1": 6, "instance-2": 0}
+    assert last["routed"] == {"instance-1": 6, "instance-2": 6}
+    assert last["balance"]["verdict"] == "even"
+    kinds = {f["kind"] for f in got["findings"]}
+    assert "lb_skew" not in kinds and "failed_instance_kept_in_pool" in kinds

@@ -9,7 +9,7 @@ SKEW_RATIO = 1.5  # max/min share ratio that counts as uneven
 
 
 def balance(per_instance: dict[str, int]) -> dict:
-    """How evenly a step's served requests were spread, and whether that can be told."""
+    """How evenly a step's requests were spread, and whether that can be told."""
     counts = list(per_instance.values())
     total = sum(counts)
     if len(counts) < 2 or total == 0:
@@ -29,9 +29,9 @@ def balance(per_instance: dict[str, int]) -> dict:
 
 
 def overall_balance(step_runs: list[dict], instances: list[str]) -> dict:
-    """The split over all measured steps, with the counts behind it."""
+    """The balancer's split over all measured steps (`routed`), with the counts behind it."""
     totals = {
-        name: sum(r["per_instance"].get(name, 0) for r in step_runs if not r["warmup"])
+        name: sum(r["routed"].get(name, 0) for r in step_runs if not r["warmup"])
         for name in instances
     }
     return {"counts": totals, **balance(totals)}

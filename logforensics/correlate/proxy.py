@@ -136,6 +136,7 @@ ERROR_LOG_DELIVERY = {
     "upstream_error": "reached",  # upstream sent invalid header / too big header
 }
 ERROR_LOG_WINDOW_S = 2.0  # an error line and the access line of the same failure, whole seconds
+UNNAMED_TIE_S = 0.005  # the two lines of one failure, where neither names the other
 
 
 def with_error_log_delivery(proxy: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
@@ -177,10 +178,61 @@ def with_error_log_delivery(proxy: pl.DataFrame, events: pl.DataFrame) -> pl.Dat
         )
         .select("_i", "_said")
     )
-    decided = rows.join(candidates, on="_i", how="left", maintain_order="left")
-    return decided.with_columns(
+    decided = rows.join(candidates, on="_i", how="left", maintain_order="left").with_columns(
         pl.coalesce(pl.col("_said"), pl.col("delivery")).alias("delivery")
-    ).drop("_i", "_said")
+    )
+    return with_unnamed_upstream_delivery(decided.drop("_said"), decisive).drop("_i")
+
+
+def with_unnamed_upstream_delivery(rows: pl.DataFrame, decisive: pl.DataFrame) -> pl.DataFrame:
+    """Open 5xx lines that name no upstream (Caddy's access log never does), decided by the
+    error line written within `UNNAMED_TIE_S` of them with the same status.
+
+    The proxy stamps both lines of one failure in the same microseconds; the tie is
+    kept only where it is one-to-one — one line, one error line — so a burst of
+    failures that could pair either way is left open, never guessed. The error line's
+    address becomes the line's upstream.
+    """
+    open_lines = (
+        (pl.col("delivery") == "unknown")
+        & (pl.col("http_status") >= 500)
+        & pl.col("upstream").is_null()
+    )
+    lines = rows.filter(open_lines).select("_i", "at", "http_status")
+    said = (
+        decisive.filter(pl.col("upstream").is_not_null())
+        .with_row_index("_e")
+        .select(
+            "_e",
+            pl.col("at").alias("_error_at"),
+            pl.col("http_status").alias("_error_status"),
+            pl.col("upstream").alias("_error_upstream"),
+            pl.col("kind").replace_strict(ERROR_LOG_DELIVERY).alias("_said"),
+        )
+    )
+    if lines.is_empty() or said.is_empty():
+        return rows
+    near = dt.timedelta(seconds=UNNAMED_TIE_S)
+    pairs = (
+        lines.join_where(
+            said,
+            pl.col("_error_at") >= pl.col("at") - near,
+            pl.col("_error_at") <= pl.col("at") + near,
+        )
+        .filter(
+            pl.col("_error_status").is_null() | (pl.col("_error_status") == pl.col("http_status"))
+        )
+        .filter((pl.len().over("_i") == 1) & (pl.len().over("_e") == 1))
+        .select("_i", "_said", "_error_upstream")
+    )
+    return (
+        rows.join(pairs, on="_i", how="left", maintain_order="left")
+        .with_columns(
+            pl.coalesce(pl.col("_said"), pl.col("delivery")).alias("delivery"),
+            pl.coalesce(pl.col("upstream"), pl.col("_error_upstream")).alias("upstream"),
+        )
+        .drop("_said", "_error_upstream")
+    )
 
 
 def host_port(address: str) -> tuple[str, str] | None:

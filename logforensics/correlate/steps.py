@@ -192,6 +192,11 @@ def summarise(
             pl.col("timeout_s").max().alias("timeout_s"),
             pl.col("rest_before_s").min().alias("rest_before_s"),
             *[(pl.col("reached_instance") == name).sum().alias(f"@{name}") for name in instances],
+            # the balancer's choice: where it reached, else where the proxy sent it
+            *[
+                (pl.coalesce("reached_instance", "proxy_instance") == name).sum().alias(f"&{name}")
+                for name in instances
+            ],
             *[
                 ((upstream_name() == name) & (pl.col("proxy_delivery") == "reached"))
                 .sum()
@@ -206,6 +211,7 @@ def summarise(
     pending_until: dict = {}  # per tester's run: when its last request so far ended
     for row in stats.iter_rows(named=True):
         per_instance = {name: row.pop(f"@{name}") for name in instances}
+        routed = {name: row.pop(f"&{name}") for name in instances}
         per_upstream = {name: row.pop(f"^{name}") for name in upstreams}
         started, ended = row["started_at"], row.pop("busy_until")
         overlap = None
@@ -237,6 +243,7 @@ def summarise(
             },
             "per_instance": per_instance,
             "per_upstream": per_upstream,
+            "routed": routed,
             "contaminated": (overlap is not None or (row["run"], row["step"]) in busy)
             and not row["warmup"],
             "overlap_s": overlap,
@@ -252,7 +259,9 @@ def summarise(
             # tokens of the successes over the time the successes took (the seed's tok/s)
             "output_tokens_per_s": (tokens / span) if span and tokens else None,
         }
-        run["balance"] = balance(per_instance)
+        # the balancer is judged on what it chose, not on what survived the choice: a
+        # request sent to an instance that was down is still the balancer's pick of it
+        run["balance"] = balance(routed)
         runs.append(run)
     return runs
 
