@@ -116,43 +116,86 @@ PREFIX_GATES = {
     "bsd": pl.col("_rest").str.contains(rf"^(?:<\d{{1,3}}>)?(?:{MONTHS}) "),
     "iso2": pl.col("_rest").str.contains(r"^\d{4}-\d{2}-\d{2}[T ]"),
     "bracket": pl.col("_rest").str.starts_with("["),
-    "process": pl.col("_rest").str.contains("pid=", literal=True),
+    "process": pl.col("_rest").str.starts_with("("),  # then "pid=" (PROCESS_TAG_RE)
     "vllm": pl.col("_rest").str.contains(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d"),
 }
+# A cheaper test true wherever a gate that is a regex is (char 4 of an ISO date is its
+# first "-"; compose's service name ends in whitespace and "| "): the gate's regex runs
+# only in a file where the hint passes somewhere. For the ISO layer the hint itself says
+# which lines to peel (a line the hint passes but ISO_PREFIX_RE does not match is left
+# as it is), as the runtime-stamp test there reads each line anyway.
+ISO_HINT = pl.col("_rest").str.slice(4, 1) == "-"
+PREFIX_HINTS = {
+    "compose": pl.col("_rest").str.contains("| ", literal=True),
+    "iso": ISO_HINT,
+    "iso2": ISO_HINT,
+}
+HINT_DECIDES = {"iso"}
 
 
 # `docker logs -t` / `kubectl logs --timestamps`: RFC 3339 in UTC with a fraction (Go's
 # RFC3339Nano trims its trailing zeros, so the width varies line by line) and one space.
 # Such a line's ISO layer is sliced at its first space instead of read by ISO_PREFIX_RE,
 # unless what follows is one of the suffixes that regex also takes (a CRI tag, a journal's
-# "host unit[pid]:"). The slice is exactly the regex's match on these lines.
-RUNTIME_STAMP_RE = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{1,9}Z "
+# "host unit[pid]:"). The slice is exactly the regex's match on these lines. ASCII digits
+# only: a byte offset (`str.find`) is then a character offset (`str.slice`).
+RUNTIME_STAMP_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{1,9}Z "
 ISO_SUFFIX_RE = r"^\S+ (?:(?:stdout|stderr) [FP]|\S+ [^\s\[\]:]+\[\d+\]:)(?: |$)"
 FRACTION_START = len("2026-02-24T06:16:03.")
 
 
+def _suffixed(rest: pl.Series, after: pl.Series) -> pl.Series:
+    """Stamped lines that go on with a suffix ISO_PREFIX_RE takes (`after`: the text past the
+    stamp's space). Every such suffix starts with ``stdout ``/``stderr `` or holds ``]:``: the
+    regex runs only where one of those literal tests passes."""
+    frame = pl.DataFrame({"_rest": rest, "_after": after})
+    maybe = frame.select(
+        pl.col("_after").str.starts_with("stdout ")
+        | pl.col("_after").str.starts_with("stderr ")
+        | pl.col("_after").str.contains("]:", literal=True)
+    ).to_series()
+    if not maybe.any():
+        return maybe
+    return frame.select(maybe & pl.col("_rest").str.contains(ISO_SUFFIX_RE)).to_series()
+
+
 def _peel_iso(rest: pl.Series, regex: str) -> tuple[pl.Series, dict[str, pl.Series]]:
     """The ISO layer: runtime stamps sliced at their first space (and their time computed:
-    `_iso_at`), other stamps matched by `regex`."""
-    sliced = rest.str.contains(RUNTIME_STAMP_RE) & ~rest.str.contains(ISO_SUFFIX_RE)
-    if not sliced.any():
+    `_iso_at`), other stamps matched by `regex`.
+
+    The sliced columns are computed over every line; the lines not sliced (few, if any)
+    are matched by `regex` and their values written over them.
+    """
+    frame = pl.DataFrame({"_rest": rest})
+    stamped = frame.select(pl.col("_rest").str.contains(RUNTIME_STAMP_RE)).to_series()
+    if not stamped.any():
         return _peel(rest, regex)
-    every = sliced.all()
-    frame = pl.DataFrame({"_rest": rest if every else rest.filter(sliced)})
+    end = pl.col("_rest").str.find(" ", literal=True)
+    frame = frame.with_columns(pl.when(pl.lit(stamped)).then(end).alias("_end"))
+    after = frame.select(pl.col("_rest").str.slice(pl.col("_end") + 1)).to_series()
+    sliced = stamped & ~_suffixed(rest, after)
+    if not sliced.all():
+        frame = frame.with_columns(pl.when(pl.lit(sliced)).then(pl.col("_end")).alias("_end"))
     end = pl.col("_end")
-    out = (
-        frame.with_columns(pl.col("_rest").str.find(" ", literal=True).alias("_end"))
-        .with_columns(pl.col("_rest").str.slice(0, end).alias("iso"))
-        .select(
-            pl.col("_rest").str.slice(end + 1).alias("_rest"),
-            "iso",
-            pl.col("iso").str.slice(FRACTION_START, end - FRACTION_START - 1).alias("isofrac"),
-            timeparse.runtime_stamp_to_utc(pl.col("iso")).alias("_iso_at"),
-        )
+    frame = frame.with_columns(
+        timeparse.sliced_runtime_stamp_to_utc(pl.col("_rest"), end).alias("_iso_at")
     )
-    if every:
+    out = frame.select(
+        pl.lit(after).alias("_rest"),  # a line not sliced takes its regex peeling below
+        # the stamp's text is kept only where its time could not be computed here
+        pl.when(pl.col("_iso_at").is_null()).then(pl.col("_rest").str.slice(0, end)).alias("iso"),
+        pl.col("_rest").str.slice(FRACTION_START, end - FRACTION_START - 1).alias("isofrac"),
+        "_iso_at",
+    )
+    if sliced.all():
         return out["_rest"], {c: out[c] for c in out.columns[1:]}
-    return _merge(rest, [(~sliced, _peel(rest.filter(~sliced), regex)), (sliced, out)])
+    others = (~sliced).arg_true()
+    peeled, groups = _peel(rest.gather(others), regex)
+    merged = out["_rest"].scatter(others, peeled)
+    return merged, {
+        name: out[name].scatter(others, groups[name]) if name in groups else out[name]
+        for name in out.columns[1:]
+    }
 
 
 def _merge(rest: pl.Series, parts: list) -> tuple[pl.Series, dict[str, pl.Series]]:
@@ -181,13 +224,38 @@ def _peel(rest: pl.Series, regex: str) -> tuple[pl.Series, dict[str, pl.Series]]
     return peeled.to_series(), {name: matched[name] for name in groups}
 
 
-def _open_gates(frame: pl.DataFrame, first: int) -> set[str]:
-    """The layers from PREFIX_STEPS[first] on that some line may carry, in one parallel scan."""
+def _open_gates(frame: pl.DataFrame, first: int) -> dict[str, pl.Series]:
+    """The layers from PREFIX_STEPS[first] on that some line may carry, each with its gate
+    (which lines may), in one parallel scan (and one more for gates behind a hint)."""
     names = [name for name, _ in PREFIX_STEPS[first:]]
     if not names:
-        return set()
-    found = frame.select(PREFIX_GATES[name].any().alias(name) for name in names).row(0)
-    return {name for name, hit in zip(names, found, strict=True) if hit}
+        return {}
+    first_pass = frame.select(
+        PREFIX_HINTS.get(name, PREFIX_GATES[name]).alias(name) for name in names
+    )
+    gates = {name: first_pass[name] for name in names if first_pass[name].any()}
+    exact = [name for name in gates if name in PREFIX_HINTS and name not in HINT_DECIDES]
+    if exact:
+        second = frame.select(PREFIX_GATES[name].alias(name) for name in exact)
+        for name in exact:
+            gates[name] = second[name]
+            if not second[name].any():
+                del gates[name]
+    return gates
+
+
+def _vllm_groups(frame: pl.DataFrame, carries: pl.Series) -> list[pl.Series]:
+    """VLLM_STAMP_RE's groups, matched on the lines its gate passes only."""
+    if carries.all():
+        return frame["_rest"].str.extract_groups(VLLM_STAMP_RE).struct.unnest().get_columns()
+    where = carries.arg_true()
+    groups = frame["_rest"].gather(where).str.extract_groups(VLLM_STAMP_RE).struct.unnest()
+    return [
+        pl.repeat(None, frame.height, dtype=values.dtype, eager=True)
+        .scatter(where, values)
+        .alias(values.name)
+        for values in groups.get_columns()
+    ]
 
 
 def _strip_prefixes(lines: pl.DataFrame) -> tuple[pl.DataFrame, set[str]]:
@@ -212,11 +280,10 @@ def _strip_prefixes(lines: pl.DataFrame) -> tuple[pl.DataFrame, set[str]]:
     for step, (name, regex) in enumerate(PREFIX_STEPS):
         if name not in gates_open:
             continue
-        carries = frame.select(PREFIX_GATES[name]).to_series()
+        carries = gates_open[name]
         present.add(name)
         if name == "vllm":  # vLLM's stamp stays in the body; its groups split it
-            groups = frame["_rest"].str.extract_groups(regex).struct.unnest()
-            frame = frame.with_columns(pl.col("_rest").alias("body"), *groups)
+            frame = frame.with_columns(pl.col("_rest").alias("body"), *_vllm_groups(frame, carries))
             continue
         every = carries.all()
         rest = frame["_rest"] if every else frame["_rest"].filter(carries)
