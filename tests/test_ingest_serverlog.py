@@ -668,3 +668,27 @@ def test_runtime_stamps_beside_other_iso_layers(tmp_path):
         dt.datetime(2026, 2, 24, 6, 16, 8, 125000, tzinfo=utc),
     ]
     assert frame["at_precision_s"].to_list()[:5] == [1e-6, 1.0, 1e-6, 1e-6, 1.0]
+
+
+def test_v1_stats_layout_read_as_each_field_reads_it():
+    """A stats line V1_STATS_RE reads whole gives what the per-field regexes give."""
+    from logforensics.ingest.engines.vllm import V1_STATS_RE, VllmStats
+
+    msgs = [
+        "Engine 000: Avg prompt throughput: 12.0 tokens/s, Avg generation throughput: 150.0 "
+        "tokens/s, Running: 4 reqs, Waiting: 0 reqs, GPU KV cache usage: 41.7%, Prefix cache "
+        "hit rate: 12.5%",
+        "Engine 001: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 "
+        "tokens/s, Running: 0 reqs, Waiting: 0 reqs, CPU KV cache usage: 0.0%",
+        "Engine 000: Avg prompt throughput: 1.2.3 tokens/s, Avg generation throughput: 7 "
+        "tokens/s, Running: 12 reqs, Waiting: 30 reqs, CPU KV cache usage: 100.0%, Prefix cache "
+        "hit rate: 0.0%",
+    ]
+    hits = pl.DataFrame(
+        {"instance": "i", "at": None, "line_no": range(1, len(msgs) + 1), "msg": msgs},
+        schema_overrides={"at": pl.Datetime("us", "UTC")},
+    ).with_columns(pl.col("msg").str.extract_groups(V1_STATS_RE).alias("_g"))
+    assert hits["_g"].struct.field("running").is_not_null().all()
+    source = SourceFile(Path("x.log"), "x.log", "i")
+    fast, slow = VllmStats._v1_stats(hits, source), VllmStats._stats(hits, source)
+    assert fast.equals(slow)

@@ -354,13 +354,17 @@ def _layer_times(frame: pl.DataFrame, present: set[str], year: int, server_tz: s
         bkmd_at = timeparse.roll_years(timeparse.yearless_to_utc(pl.col("bkmd"), year, server_tz))
         layers.append((bkmd_at, pl.lit(WHOLE_SECOND_S)))
     if "vllm" in present:
-        vllm_at = timeparse.roll_years(
-            timeparse.yearless_to_utc(pl.col("md"), year, server_tz)
-        ) + pl.duration(
-            microseconds=(pl.col("mdfrac").cast(pl.Float64, strict=False).fill_null(0.0) * 1e6)
-            .round(0)
-            .cast(pl.Int64)
+        # one column, computed once (the precision below and `own_at` both read it)
+        frame = _rolled(frame, timeparse.yearless_to_utc(pl.col("md"), year, server_tz), "_vllm_at")
+        frame = frame.with_columns(
+            pl.col("_vllm_at")
+            + pl.duration(
+                microseconds=(pl.col("mdfrac").cast(pl.Float64, strict=False).fill_null(0.0) * 1e6)
+                .round(0)
+                .cast(pl.Int64)
+            )
         )
+        vllm_at = pl.col("_vllm_at")
         precision = (
             pl.when(pl.col("mdfrac").is_not_null())
             .then(pl.lit(1e-3))
@@ -368,6 +372,16 @@ def _layer_times(frame: pl.DataFrame, present: set[str], year: int, server_tz: s
         )
         layers.append((vllm_at, precision))
     return frame, layers
+
+
+def _rolled(frame: pl.DataFrame, stamps: pl.Expr, name: str) -> pl.DataFrame:
+    """`frame` with `timeparse.roll_years(stamps)` as `name`; the roll (a year offset
+    written per line) is applied only if the stamps step back over a New Year at all."""
+    frame = frame.with_columns(stamps.alias(name))
+    at = pl.col(name)
+    if frame.select(((at - at.forward_fill().shift(1)) < pl.duration(days=-300)).any()).item():
+        frame = frame.with_columns(timeparse.roll_years(at))
+    return frame
 
 
 def _date_times_of_day(frame: pl.DataFrame, server_tz: str) -> pl.DataFrame:
