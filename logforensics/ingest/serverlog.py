@@ -225,23 +225,24 @@ def _peel(rest: pl.Series, regex: str) -> tuple[pl.Series, dict[str, pl.Series]]
 
 
 def _open_gates(frame: pl.DataFrame, first: int) -> dict[str, pl.Series]:
-    """The layers from PREFIX_STEPS[first] on that some line may carry, each with its gate
-    (which lines may), in one parallel scan (and one more for gates behind a hint)."""
+    """The first layer from PREFIX_STEPS[first] on that some line may carry, with its gate
+    (which lines may): one parallel scan of the gates and hints, then a gate's regex where
+    its hint passed. Only the first matters: once it is peeled the lines' rest has changed
+    and the later layers are looked for again."""
     names = [name for name, _ in PREFIX_STEPS[first:]]
     if not names:
         return {}
-    first_pass = frame.select(
-        PREFIX_HINTS.get(name, PREFIX_GATES[name]).alias(name) for name in names
-    )
-    gates = {name: first_pass[name] for name in names if first_pass[name].any()}
-    exact = [name for name in gates if name in PREFIX_HINTS and name not in HINT_DECIDES]
-    if exact:
-        second = frame.select(PREFIX_GATES[name].alias(name) for name in exact)
-        for name in exact:
-            gates[name] = second[name]
-            if not second[name].any():
-                del gates[name]
-    return gates
+    found = frame.select(PREFIX_HINTS.get(name, PREFIX_GATES[name]).alias(name) for name in names)
+    for name in names:
+        gate = found[name]
+        if not gate.any():
+            continue
+        if name in PREFIX_HINTS and name not in HINT_DECIDES:
+            gate = frame.select(PREFIX_GATES[name]).to_series()
+            if not gate.any():
+                continue
+        return {name: gate}
+    return {}
 
 
 def _vllm_groups(frame: pl.DataFrame, carries: pl.Series) -> list[pl.Series]:
