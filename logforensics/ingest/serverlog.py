@@ -470,7 +470,7 @@ def parse_lines(source: SourceFile, ctx: ParseContext, role: str = "server") -> 
     zone of naive stamps inside a line, such as nginx's error.log or HAProxy's
     accept date).
     """
-    return _run(source, ctx, role)[0]
+    return _run(source, ctx, role, fates=False)[0]
 
 
 def classify_lines(source: SourceFile, ctx: ParseContext, role: str = "server") -> pl.DataFrame:
@@ -485,7 +485,12 @@ def prepared_lines(source: SourceFile, ctx: ParseContext, role: str = "server") 
     )
 
 
-def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult, pl.DataFrame]:
+def _run(
+    source: SourceFile, ctx: ParseContext, role: str, fates: bool = True
+) -> tuple[ParseResult, pl.DataFrame | None]:
+    """The file's account and (with `fates`, which only `classify_lines` reads) each
+    line's fate."""
+    want_fates, fates = fates, []
     lines = prepared_lines(source, ctx, role)
     result = ParseResult(lines=lines.height)
     if lines["at"].is_not_null().any():
@@ -495,14 +500,13 @@ def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult,
         )
         result.instance_spans = {i: (lo, hi) for i, lo, hi in spans.drop_nulls().iter_rows()}
     unclaimed = lines
-    fates = []
     for fmt in ordered_line_formats():
         if unclaimed.is_empty():
             break
         claim = fmt.extract(unclaimed, source)
         # A line is counted once, even if a format names it twice or as record and noise.
-        records = claim.records.cast(pl.Int64).unique().rename("line_no")
-        noise = claim.noise.cast(pl.Int64).unique().rename("line_no")
+        records = _distinct(claim.records)
+        noise = _distinct(claim.noise)
         noise = noise.filter(~noise.is_in(records.implode()))
         claimed = pl.concat([records, noise])
         if records.len():
@@ -514,7 +518,7 @@ def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult,
         for instance, addresses in claim.addresses.items():
             known = result.addresses.setdefault(instance, [])
             known += [a for a in addresses if a not in known]
-        for series, status in ((records, "parsed"), (noise, "noise")):
+        for series, status in ((records, "parsed"), (noise, "noise")) if want_fates else ():
             fates.append(
                 pl.DataFrame({"line_no": series}).with_columns(
                     pl.lit(status).alias("status"), pl.lit(fmt.name).alias("format")
@@ -522,6 +526,9 @@ def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult,
             )
         unclaimed = unclaimed.filter(~pl.col("line_no").is_in(claimed.implode()))
     result.set_unparsed(unclaimed)
+    _robustness_notes(source, lines, result)
+    if not want_fates:
+        return result, None
     fates.append(
         unclaimed.select(
             "line_no",
@@ -529,8 +536,15 @@ def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult,
             pl.lit(None, dtype=pl.Utf8).alias("format"),
         )
     )
-    _robustness_notes(source, lines, result)
     return result, pl.concat(fates).sort("line_no")
+
+
+def _distinct(line_nos: pl.Series) -> pl.Series:
+    """Line numbers once each (a format's rows come in file order: then no hashing)."""
+    line_nos = line_nos.cast(pl.Int64).rename("line_no")
+    if line_nos.len() < 2 or (line_nos.diff().min() or 0) > 0:
+        return line_nos
+    return line_nos.unique()
 
 
 def _robustness_notes(source: SourceFile, lines: pl.DataFrame, result: ParseResult) -> None:
