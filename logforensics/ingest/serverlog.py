@@ -224,17 +224,40 @@ def _peel(rest: pl.Series, regex: str) -> tuple[pl.Series, dict[str, pl.Series]]
     return peeled.to_series(), {name: matched[name] for name in groups}
 
 
+def _may_open(name: str, starts: set[str]) -> bool:
+    """Can a line starting with one of `starts` (first characters) carry layer `name`?"""
+    if name in ("kubectl", "bracket"):
+        return "[" in starts
+    if name == "compose":
+        return any(c.isascii() and c.isalnum() for c in starts)
+    if name == "rfc5424":
+        return "<" in starts
+    if name in ("iso", "iso2"):  # \d is any Unicode digit
+        return any(c.isdigit() or not c.isascii() for c in starts)
+    if name == "bsd":
+        return bool(starts & set("<JFMASOND"))
+    if name == "process":
+        return "(" in starts
+    return bool(starts & set("DIWEC"))  # vllm
+
+
 def _open_gates(frame: pl.DataFrame, first: int) -> dict[str, pl.Series]:
     """The first layer from PREFIX_STEPS[first] on that some line may carry, with its gate
-    (which lines may): one parallel scan of the gates and hints, then a gate's regex where
-    its hint passed. Only the first matters: once it is peeled the lines' rest has changed
-    and the later layers are looked for again."""
+    (which lines may). Every layer begins with a known character: the lines' distinct first
+    characters rule most layers out at once; the others' hint or gate is then computed in
+    order, a gate's regex only where its hint passed. Only the first matters: once it is
+    peeled the lines' rest has changed and the later layers are looked for again."""
     names = [name for name, _ in PREFIX_STEPS[first:]]
     if not names:
         return {}
-    found = frame.select(PREFIX_HINTS.get(name, PREFIX_GATES[name]).alias(name) for name in names)
+    starts = None  # for one or two layers their own tests cost less
+    if len(names) > 2:
+        first_chars = frame.select(pl.col("_rest").str.slice(0, 1).unique()).to_series()
+        starts = set(first_chars.to_list())
     for name in names:
-        gate = found[name]
+        if starts is not None and not _may_open(name, starts):
+            continue
+        gate = frame.select(PREFIX_HINTS.get(name, PREFIX_GATES[name])).to_series()
         if not gate.any():
             continue
         if name in PREFIX_HINTS and name not in HINT_DECIDES:
