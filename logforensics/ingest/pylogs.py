@@ -78,9 +78,13 @@ class UvicornAccess(RegexLineFormat):
     pattern = UVICORN_ACCESS_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
-        hits = access_fields(self.matching(lines))
-        in_proxy = file_role(hits) == "proxy"
-        server = hits.filter(~in_proxy)
+        # only the columns read here go through the filters (a view per row and column)
+        needed = lines.select(
+            "line_no", "instance", "at", "at_precision_s", "msg", file_role(lines).alias("_role")
+        )
+        hits = access_fields(self.matching(needed))
+        in_proxy = hits.select(pl.col("_role") == "proxy").to_series()
+        server = hits if not in_proxy.any() else hits.filter(~in_proxy)
         rows = server.select(
             "instance",
             "at",
