@@ -692,3 +692,15 @@ def test_v1_stats_layout_read_as_each_field_reads_it():
     source = SourceFile(Path("x.log"), "x.log", "i")
     fast, slow = VllmStats._v1_stats(hits, source), VllmStats._stats(hits, source)
     assert fast.equals(slow)
+
+
+def test_runtime_stamp_of_no_such_day_borrows_the_neighbours_time():
+    from logforensics.ingest.serverlog import split_prefixes
+
+    lines = ["2026-02-24T06:16:03.25Z a", "2026-02-30T06:16:09.5Z b", "2026-02-24T06:16:04Z c"]
+    frame = split_prefixes(pl.DataFrame({"line_no": [1, 2, 3], "text": lines}), "x", 2026)
+    at = dt.datetime(2026, 2, 24, 6, 16, 3, 250000, tzinfo=dt.timezone.utc)
+    assert frame.select("body", "at", "at_precision_s").rows()[:2] == [
+        ("a", at, 1e-6),
+        ("b", at, 1.75),  # the gap to the next stamp plus its precision
+    ]

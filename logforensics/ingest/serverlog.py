@@ -141,7 +141,6 @@ HINT_DECIDES = {"iso"}
 # only: a byte offset (`str.find`) is then a character offset (`str.slice`).
 RUNTIME_STAMP_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{1,9}Z "
 ISO_SUFFIX_RE = r"^\S+ (?:(?:stdout|stderr) [FP]|\S+ [^\s\[\]:]+\[\d+\]:)(?: |$)"
-FRACTION_START = len("2026-02-24T06:16:03.")
 
 
 def _suffixed(rest: pl.Series, after: pl.Series) -> pl.Series:
@@ -180,11 +179,15 @@ def _peel_iso(rest: pl.Series, regex: str) -> tuple[pl.Series, dict[str, pl.Seri
     frame = frame.with_columns(
         timeparse.sliced_runtime_stamp_to_utc(pl.col("_rest"), end).alias("_iso_at")
     )
+    # the stamp's text is kept only where its time could not be computed here (an invalid
+    # date); `isofrac` is only ever tested for presence, and a sliced stamp has a fraction
+    unread = frame["_iso_at"].null_count() > (~sliced).sum()
     out = frame.select(
         pl.lit(after).alias("_rest"),  # a line not sliced takes its regex peeling below
-        # the stamp's text is kept only where its time could not be computed here
-        pl.when(pl.col("_iso_at").is_null()).then(pl.col("_rest").str.slice(0, end)).alias("iso"),
-        pl.col("_rest").str.slice(FRACTION_START, end - FRACTION_START - 1).alias("isofrac"),
+        pl.when(pl.col("_iso_at").is_null()).then(pl.col("_rest").str.slice(0, end)).alias("iso")
+        if unread
+        else pl.lit(None, dtype=pl.Utf8).alias("iso"),
+        pl.lit("", dtype=pl.Utf8).alias("isofrac"),
         "_iso_at",
     )
     if sliced.all():
