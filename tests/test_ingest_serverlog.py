@@ -603,3 +603,104 @@ def test_caret_notation_escapes_are_stripped(tmp_path):
     result = parse(tmp_path, text)
     assert result.table("engine_stats")["running"].to_list() == [3]
     assert result.table("engine_stats")["at"][0] == dt.datetime(2026, 2, 24, 6, 16, 5, tzinfo=UTC)
+
+
+def test_runtime_stamps_sliced_read_as_the_generic_format():
+    """A runtime stamp's fixed-width reading (seconds by one format, fraction digits as an
+    integer) gives the instant the generic ``%.f`` format gives, at every width."""
+    from logforensics import timeparse
+
+    stamps = [
+        "2026-02-24T06:16:03.5Z",
+        "2026-02-24T06:16:03.05Z",
+        "2026-02-24T06:16:03.123Z",
+        "2026-02-24T06:16:03.123456Z",
+        "2026-02-24T06:16:03.1234567Z",
+        "2026-02-24T06:16:03.999999999Z",
+        "2026-12-31T23:59:59.000000001Z",
+        "2028-02-29T00:00:00.9Z",
+        "2026-02-30T00:00:00.9Z",  # no such day: null, as the generic format gives
+    ]
+    frame = pl.DataFrame({"line": [s + " rest" for s in stamps]})
+    end = pl.col("line").str.find(" ", literal=True)
+    got = frame.select(
+        timeparse.sliced_runtime_stamp_to_utc(pl.col("line"), end).alias("fast"),
+        timeparse.runtime_stamp_to_utc(pl.col("line").str.slice(0, end)).alias("generic"),
+    )
+    assert got["fast"].to_list() == got["generic"].to_list()
+    assert got["fast"][5] == dt.datetime(2026, 2, 24, 6, 16, 3, 999999, tzinfo=dt.timezone.utc)
+    assert got["fast"][-1] is None
+
+
+def test_runtime_stamps_beside_other_iso_layers(tmp_path):
+    """Sliced runtime stamps and lines the ISO regex reads (no fraction, a CRI tag, a
+    journal's unit, a naive stamp) in one file: each layer as the regex alone reads it."""
+    from logforensics.ingest.serverlog import split_prefixes
+
+    lines = [
+        '2026-02-24T06:16:03.25Z INFO:     10.0.0.2:1 - "GET /health HTTP/1.1" 200 OK',
+        '2026-02-24T06:16:04Z INFO:     10.0.0.2:2 - "GET /health HTTP/1.1" 200 OK',
+        '2026-02-24T06:16:05.5Z stdout F INFO:     10.0.0.2:3 - "GET /a HTTP/1.1" 200 OK',
+        '2026-02-24T06:16:06.75Z host vllm[12]: INFO:     10.0.0.2:4 - "GET /b HTTP/1.1" 200 OK',
+        "2026-02-24 06:16:07 plain text",
+        "(APIServer pid=1) no stamp at all",
+        "2026-02-24T06:16:08.125Z [x]: not a journal unit",
+    ]
+    frame = split_prefixes(
+        pl.DataFrame({"line_no": range(1, len(lines) + 1), "text": lines}), "vllm-0", 2026
+    )
+    utc = dt.timezone.utc
+    assert frame["body"].to_list() == [
+        'INFO:     10.0.0.2:1 - "GET /health HTTP/1.1" 200 OK',
+        'INFO:     10.0.0.2:2 - "GET /health HTTP/1.1" 200 OK',
+        'INFO:     10.0.0.2:3 - "GET /a HTTP/1.1" 200 OK',
+        'INFO:     10.0.0.2:4 - "GET /b HTTP/1.1" 200 OK',
+        "plain text",
+        "no stamp at all",
+        "[x]: not a journal unit",
+    ]
+    assert frame["at"].to_list()[:5] + frame["at"].to_list()[6:] == [
+        dt.datetime(2026, 2, 24, 6, 16, 3, 250000, tzinfo=utc),
+        dt.datetime(2026, 2, 24, 6, 16, 4, tzinfo=utc),
+        dt.datetime(2026, 2, 24, 6, 16, 5, 500000, tzinfo=utc),
+        dt.datetime(2026, 2, 24, 6, 16, 6, 750000, tzinfo=utc),
+        dt.datetime(2026, 2, 24, 6, 16, 7, tzinfo=utc),
+        dt.datetime(2026, 2, 24, 6, 16, 8, 125000, tzinfo=utc),
+    ]
+    assert frame["at_precision_s"].to_list()[:5] == [1e-6, 1.0, 1e-6, 1e-6, 1.0]
+
+
+def test_v1_stats_layout_read_as_each_field_reads_it():
+    """A stats line V1_STATS_RE reads whole gives what the per-field regexes give."""
+    from logforensics.ingest.engines.vllm import V1_STATS_RE, VllmStats
+
+    msgs = [
+        "Engine 000: Avg prompt throughput: 12.0 tokens/s, Avg generation throughput: 150.0 "
+        "tokens/s, Running: 4 reqs, Waiting: 0 reqs, GPU KV cache usage: 41.7%, Prefix cache "
+        "hit rate: 12.5%",
+        "Engine 001: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 "
+        "tokens/s, Running: 0 reqs, Waiting: 0 reqs, CPU KV cache usage: 0.0%",
+        "Engine 000: Avg prompt throughput: 1.2.3 tokens/s, Avg generation throughput: 7 "
+        "tokens/s, Running: 12 reqs, Waiting: 30 reqs, CPU KV cache usage: 100.0%, Prefix cache "
+        "hit rate: 0.0%",
+    ]
+    hits = pl.DataFrame(
+        {"instance": "i", "at": None, "line_no": range(1, len(msgs) + 1), "msg": msgs},
+        schema_overrides={"at": pl.Datetime("us", "UTC")},
+    ).with_columns(pl.col("msg").str.extract_groups(V1_STATS_RE).alias("_g"))
+    assert hits["_g"].struct.field("running").is_not_null().all()
+    source = SourceFile(Path("x.log"), "x.log", "i")
+    fast, slow = VllmStats._v1_stats(hits, source), VllmStats._stats(hits, source)
+    assert fast.equals(slow)
+
+
+def test_runtime_stamp_of_no_such_day_borrows_the_neighbours_time():
+    from logforensics.ingest.serverlog import split_prefixes
+
+    lines = ["2026-02-24T06:16:03.25Z a", "2026-02-30T06:16:09.5Z b", "2026-02-24T06:16:04Z c"]
+    frame = split_prefixes(pl.DataFrame({"line_no": [1, 2, 3], "text": lines}), "x", 2026)
+    at = dt.datetime(2026, 2, 24, 6, 16, 3, 250000, tzinfo=dt.timezone.utc)
+    assert frame.select("body", "at", "at_precision_s").rows()[:2] == [
+        ("a", at, 1e-6),
+        ("b", at, 1.75),  # the gap to the next stamp plus its precision
+    ]

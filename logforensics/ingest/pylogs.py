@@ -38,28 +38,27 @@ def access_fields(hits: pl.DataFrame) -> pl.DataFrame:
     read the rest.
     """
     msg = pl.col("msg")
-    ascii_only = hits.select(msg.str.len_bytes() == msg.str.len_chars()).to_series()
-    if not ascii_only.all():
+    if not hits.select(msg.str.len_bytes().sum() == msg.str.len_chars().sum()).item():
         return hits.with_columns(msg.str.extract_groups(UVICORN_ACCESS_RE).alias("_g")).unnest("_g")
 
-    def find(column: str, text: str) -> pl.Expr:
-        return pl.col(column).str.find(text, literal=True)
-
+    colon, dash = pl.col("_colon"), pl.col("_dash")
+    request = pl.col("_request")
     return (
-        hits.with_columns(find("msg", ":").alias("_colon"), find("msg", ' - "').alias("_dash"))
-        .with_columns(msg.str.slice(pl.col("_dash") + 4).alias("_request"))
-        .with_columns(find("_request", " ").alias("_method_end"))
-        .with_columns(pl.col("_request").str.slice(pl.col("_method_end") + 1).alias("_target"))
-        .with_columns(find("_target", " ").alias("_path_end"))
-        .with_columns(pl.col("_target").str.slice(pl.col("_path_end") + 1).alias("_version"))
-        .with_columns(
-            msg.str.slice(pl.col("_colon") + 1, pl.col("_dash") - pl.col("_colon") - 1)
-            .str.strip_chars_start()
-            .alias("peer"),
-            pl.col("_request").str.slice(0, pl.col("_method_end")).alias("method"),
-            pl.col("_target").str.slice(0, pl.col("_path_end")).alias("path"),
-            pl.col("_version").str.slice(find("_version", '" ') + 2, 3).alias("status"),
+        hits.with_columns(
+            msg.str.find(":", literal=True).alias("_colon"),
+            msg.str.find(' - "', literal=True).alias("_dash"),
         )
+        .with_columns(
+            msg.str.slice(colon + 1, dash - colon - 1).str.strip_chars_start().alias("peer"),
+            # METHOD PATH HTTP/x" STATUS…: no field holds a space
+            msg.str.slice(dash + 4).str.splitn(" ", 4).alias("_request"),
+        )
+        .with_columns(
+            request.struct.field("field_0").alias("method"),
+            request.struct.field("field_1").alias("path"),
+            request.struct.field("field_3").str.slice(0, 3).alias("status"),
+        )
+        .drop("_colon", "_dash", "_request")
     )
 
 
@@ -79,9 +78,13 @@ class UvicornAccess(RegexLineFormat):
     pattern = UVICORN_ACCESS_RE
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
-        hits = access_fields(self.matching(lines))
-        in_proxy = file_role(hits) == "proxy"
-        server = hits.filter(~in_proxy)
+        # only the columns read here go through the filters (a view per row and column)
+        needed = lines.select(
+            "line_no", "instance", "at", "at_precision_s", "msg", file_role(lines).alias("_role")
+        )
+        hits = access_fields(self.matching(needed))
+        in_proxy = hits.select(pl.col("_role") == "proxy").to_series()
+        server = hits if not in_proxy.any() else hits.filter(~in_proxy)
         rows = server.select(
             "instance",
             "at",

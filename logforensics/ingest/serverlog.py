@@ -116,43 +116,89 @@ PREFIX_GATES = {
     "bsd": pl.col("_rest").str.contains(rf"^(?:<\d{{1,3}}>)?(?:{MONTHS}) "),
     "iso2": pl.col("_rest").str.contains(r"^\d{4}-\d{2}-\d{2}[T ]"),
     "bracket": pl.col("_rest").str.starts_with("["),
-    "process": pl.col("_rest").str.contains("pid=", literal=True),
+    "process": pl.col("_rest").str.starts_with("("),  # then "pid=" (PROCESS_TAG_RE)
     "vllm": pl.col("_rest").str.contains(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d"),
 }
+# A cheaper test true wherever a gate that is a regex is (char 4 of an ISO date is its
+# first "-"; compose's service name ends in whitespace and "| "): the gate's regex runs
+# only in a file where the hint passes somewhere. For the ISO layer the hint itself says
+# which lines to peel (a line the hint passes but ISO_PREFIX_RE does not match is left
+# as it is), as the runtime-stamp test there reads each line anyway.
+ISO_HINT = pl.col("_rest").str.slice(4, 1) == "-"
+PREFIX_HINTS = {
+    "compose": pl.col("_rest").str.contains("| ", literal=True),
+    "iso": ISO_HINT,
+    "iso2": ISO_HINT,
+}
+HINT_DECIDES = {"iso"}
 
 
 # `docker logs -t` / `kubectl logs --timestamps`: RFC 3339 in UTC with a fraction (Go's
 # RFC3339Nano trims its trailing zeros, so the width varies line by line) and one space.
 # Such a line's ISO layer is sliced at its first space instead of read by ISO_PREFIX_RE,
 # unless what follows is one of the suffixes that regex also takes (a CRI tag, a journal's
-# "host unit[pid]:"). The slice is exactly the regex's match on these lines.
-RUNTIME_STAMP_RE = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{1,9}Z "
+# "host unit[pid]:"). The slice is exactly the regex's match on these lines. ASCII digits
+# only: a byte offset (`str.find`) is then a character offset (`str.slice`).
+RUNTIME_STAMP_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{1,9}Z "
 ISO_SUFFIX_RE = r"^\S+ (?:(?:stdout|stderr) [FP]|\S+ [^\s\[\]:]+\[\d+\]:)(?: |$)"
-FRACTION_START = len("2026-02-24T06:16:03.")
+
+
+def _suffixed(rest: pl.Series, after: pl.Series) -> pl.Series:
+    """Stamped lines that go on with a suffix ISO_PREFIX_RE takes (`after`: the text past the
+    stamp's space). Every such suffix starts with ``stdout ``/``stderr `` or holds ``]:``: the
+    regex runs only where one of those literal tests passes."""
+    frame = pl.DataFrame({"_rest": rest, "_after": after})
+    maybe = frame.select(
+        pl.col("_after").str.starts_with("stdout ")
+        | pl.col("_after").str.starts_with("stderr ")
+        | pl.col("_after").str.contains("]:", literal=True)
+    ).to_series()
+    if not maybe.any():
+        return maybe
+    return frame.select(maybe & pl.col("_rest").str.contains(ISO_SUFFIX_RE)).to_series()
 
 
 def _peel_iso(rest: pl.Series, regex: str) -> tuple[pl.Series, dict[str, pl.Series]]:
     """The ISO layer: runtime stamps sliced at their first space (and their time computed:
-    `_iso_at`), other stamps matched by `regex`."""
-    sliced = rest.str.contains(RUNTIME_STAMP_RE) & ~rest.str.contains(ISO_SUFFIX_RE)
-    if not sliced.any():
+    `_iso_at`), other stamps matched by `regex`.
+
+    The sliced columns are computed over every line; the lines not sliced (few, if any)
+    are matched by `regex` and their values written over them.
+    """
+    frame = pl.DataFrame({"_rest": rest})
+    stamped = frame.select(pl.col("_rest").str.contains(RUNTIME_STAMP_RE)).to_series()
+    if not stamped.any():
         return _peel(rest, regex)
-    every = sliced.all()
-    frame = pl.DataFrame({"_rest": rest if every else rest.filter(sliced)})
+    end = pl.col("_rest").str.find(" ", literal=True)
+    frame = frame.with_columns(pl.when(pl.lit(stamped)).then(end).alias("_end"))
+    after = frame.select(pl.col("_rest").str.slice(pl.col("_end") + 1)).to_series()
+    sliced = stamped & ~_suffixed(rest, after)
+    if not sliced.all():
+        frame = frame.with_columns(pl.when(pl.lit(sliced)).then(pl.col("_end")).alias("_end"))
     end = pl.col("_end")
-    out = (
-        frame.with_columns(pl.col("_rest").str.find(" ", literal=True).alias("_end"))
-        .with_columns(pl.col("_rest").str.slice(0, end).alias("iso"))
-        .select(
-            pl.col("_rest").str.slice(end + 1).alias("_rest"),
-            "iso",
-            pl.col("iso").str.slice(FRACTION_START, end - FRACTION_START - 1).alias("isofrac"),
-            timeparse.runtime_stamp_to_utc(pl.col("iso")).alias("_iso_at"),
-        )
+    frame = frame.with_columns(
+        timeparse.sliced_runtime_stamp_to_utc(pl.col("_rest"), end).alias("_iso_at")
     )
-    if every:
+    # the stamp's text is kept only where its time could not be computed here (an invalid
+    # date); `isofrac` is only ever tested for presence, and a sliced stamp has a fraction
+    unread = frame["_iso_at"].null_count() > (~sliced).sum()
+    out = frame.select(
+        pl.lit(after).alias("_rest"),  # a line not sliced takes its regex peeling below
+        pl.when(pl.col("_iso_at").is_null()).then(pl.col("_rest").str.slice(0, end)).alias("iso")
+        if unread
+        else pl.lit(None, dtype=pl.Utf8).alias("iso"),
+        pl.lit("", dtype=pl.Utf8).alias("isofrac"),
+        "_iso_at",
+    )
+    if sliced.all():
         return out["_rest"], {c: out[c] for c in out.columns[1:]}
-    return _merge(rest, [(~sliced, _peel(rest.filter(~sliced), regex)), (sliced, out)])
+    others = (~sliced).arg_true()
+    peeled, groups = _peel(rest.gather(others), regex)
+    merged = out["_rest"].scatter(others, peeled)
+    return merged, {
+        name: out[name].scatter(others, groups[name]) if name in groups else out[name]
+        for name in out.columns[1:]
+    }
 
 
 def _merge(rest: pl.Series, parts: list) -> tuple[pl.Series, dict[str, pl.Series]]:
@@ -181,13 +227,62 @@ def _peel(rest: pl.Series, regex: str) -> tuple[pl.Series, dict[str, pl.Series]]
     return peeled.to_series(), {name: matched[name] for name in groups}
 
 
-def _open_gates(frame: pl.DataFrame, first: int) -> set[str]:
-    """The layers from PREFIX_STEPS[first] on that some line may carry, in one parallel scan."""
+def _may_open(name: str, starts: set[str]) -> bool:
+    """Can a line starting with one of `starts` (first characters) carry layer `name`?"""
+    if name in ("kubectl", "bracket"):
+        return "[" in starts
+    if name == "compose":
+        return any(c.isascii() and c.isalnum() for c in starts)
+    if name == "rfc5424":
+        return "<" in starts
+    if name in ("iso", "iso2"):  # \d is any Unicode digit
+        return any(c.isdigit() or not c.isascii() for c in starts)
+    if name == "bsd":
+        return bool(starts & set("<JFMASOND"))
+    if name == "process":
+        return "(" in starts
+    return bool(starts & set("DIWEC"))  # vllm
+
+
+def _open_gates(frame: pl.DataFrame, first: int) -> dict[str, pl.Series]:
+    """The first layer from PREFIX_STEPS[first] on that some line may carry, with its gate
+    (which lines may). Every layer begins with a known character: the lines' distinct first
+    characters rule most layers out at once; the others' hint or gate is then computed in
+    order, a gate's regex only where its hint passed. Only the first matters: once it is
+    peeled the lines' rest has changed and the later layers are looked for again."""
     names = [name for name, _ in PREFIX_STEPS[first:]]
     if not names:
-        return set()
-    found = frame.select(PREFIX_GATES[name].any().alias(name) for name in names).row(0)
-    return {name for name, hit in zip(names, found, strict=True) if hit}
+        return {}
+    starts = None  # for one or two layers their own tests cost less
+    if len(names) > 2:
+        first_chars = frame.select(pl.col("_rest").str.slice(0, 1).unique()).to_series()
+        starts = set(first_chars.to_list())
+    for name in names:
+        if starts is not None and not _may_open(name, starts):
+            continue
+        gate = frame.select(PREFIX_HINTS.get(name, PREFIX_GATES[name])).to_series()
+        if not gate.any():
+            continue
+        if name in PREFIX_HINTS and name not in HINT_DECIDES:
+            gate = frame.select(PREFIX_GATES[name]).to_series()
+            if not gate.any():
+                continue
+        return {name: gate}
+    return {}
+
+
+def _vllm_groups(frame: pl.DataFrame, carries: pl.Series) -> list[pl.Series]:
+    """VLLM_STAMP_RE's groups, matched on the lines its gate passes only."""
+    if carries.all():
+        return frame["_rest"].str.extract_groups(VLLM_STAMP_RE).struct.unnest().get_columns()
+    where = carries.arg_true()
+    groups = frame["_rest"].gather(where).str.extract_groups(VLLM_STAMP_RE).struct.unnest()
+    return [
+        pl.repeat(None, frame.height, dtype=values.dtype, eager=True)
+        .scatter(where, values)
+        .alias(values.name)
+        for values in groups.get_columns()
+    ]
 
 
 def _strip_prefixes(lines: pl.DataFrame) -> tuple[pl.DataFrame, set[str]]:
@@ -212,11 +307,10 @@ def _strip_prefixes(lines: pl.DataFrame) -> tuple[pl.DataFrame, set[str]]:
     for step, (name, regex) in enumerate(PREFIX_STEPS):
         if name not in gates_open:
             continue
-        carries = frame.select(PREFIX_GATES[name]).to_series()
+        carries = gates_open[name]
         present.add(name)
         if name == "vllm":  # vLLM's stamp stays in the body; its groups split it
-            groups = frame["_rest"].str.extract_groups(regex).struct.unnest()
-            frame = frame.with_columns(pl.col("_rest").alias("body"), *groups)
+            frame = frame.with_columns(pl.col("_rest").alias("body"), *_vllm_groups(frame, carries))
             continue
         every = carries.all()
         rest = frame["_rest"] if every else frame["_rest"].filter(carries)
@@ -287,13 +381,17 @@ def _layer_times(frame: pl.DataFrame, present: set[str], year: int, server_tz: s
         bkmd_at = timeparse.roll_years(timeparse.yearless_to_utc(pl.col("bkmd"), year, server_tz))
         layers.append((bkmd_at, pl.lit(WHOLE_SECOND_S)))
     if "vllm" in present:
-        vllm_at = timeparse.roll_years(
-            timeparse.yearless_to_utc(pl.col("md"), year, server_tz)
-        ) + pl.duration(
-            microseconds=(pl.col("mdfrac").cast(pl.Float64, strict=False).fill_null(0.0) * 1e6)
-            .round(0)
-            .cast(pl.Int64)
+        # one column, computed once (the precision below and `own_at` both read it)
+        frame = _rolled(frame, timeparse.yearless_to_utc(pl.col("md"), year, server_tz), "_vllm_at")
+        frame = frame.with_columns(
+            pl.col("_vllm_at")
+            + pl.duration(
+                microseconds=(pl.col("mdfrac").cast(pl.Float64, strict=False).fill_null(0.0) * 1e6)
+                .round(0)
+                .cast(pl.Int64)
+            )
         )
+        vllm_at = pl.col("_vllm_at")
         precision = (
             pl.when(pl.col("mdfrac").is_not_null())
             .then(pl.lit(1e-3))
@@ -301,6 +399,16 @@ def _layer_times(frame: pl.DataFrame, present: set[str], year: int, server_tz: s
         )
         layers.append((vllm_at, precision))
     return frame, layers
+
+
+def _rolled(frame: pl.DataFrame, stamps: pl.Expr, name: str) -> pl.DataFrame:
+    """`frame` with `timeparse.roll_years(stamps)` as `name`; the roll (a year offset
+    written per line) is applied only if the stamps step back over a New Year at all."""
+    frame = frame.with_columns(stamps.alias(name))
+    at = pl.col(name)
+    if frame.select(((at - at.forward_fill().shift(1)) < pl.duration(days=-300)).any()).item():
+        frame = frame.with_columns(timeparse.roll_years(at))
+    return frame
 
 
 def _date_times_of_day(frame: pl.DataFrame, server_tz: str) -> pl.DataFrame:
@@ -388,7 +496,7 @@ def parse_lines(source: SourceFile, ctx: ParseContext, role: str = "server") -> 
     zone of naive stamps inside a line, such as nginx's error.log or HAProxy's
     accept date).
     """
-    return _run(source, ctx, role)[0]
+    return _run(source, ctx, role, fates=False)[0]
 
 
 def classify_lines(source: SourceFile, ctx: ParseContext, role: str = "server") -> pl.DataFrame:
@@ -403,7 +511,12 @@ def prepared_lines(source: SourceFile, ctx: ParseContext, role: str = "server") 
     )
 
 
-def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult, pl.DataFrame]:
+def _run(
+    source: SourceFile, ctx: ParseContext, role: str, fates: bool = True
+) -> tuple[ParseResult, pl.DataFrame | None]:
+    """The file's account and (with `fates`, which only `classify_lines` reads) each
+    line's fate."""
+    want_fates, fates = fates, []
     lines = prepared_lines(source, ctx, role)
     result = ParseResult(lines=lines.height)
     if lines["at"].is_not_null().any():
@@ -413,14 +526,13 @@ def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult,
         )
         result.instance_spans = {i: (lo, hi) for i, lo, hi in spans.drop_nulls().iter_rows()}
     unclaimed = lines
-    fates = []
     for fmt in ordered_line_formats():
         if unclaimed.is_empty():
             break
         claim = fmt.extract(unclaimed, source)
         # A line is counted once, even if a format names it twice or as record and noise.
-        records = claim.records.cast(pl.Int64).unique().rename("line_no")
-        noise = claim.noise.cast(pl.Int64).unique().rename("line_no")
+        records = _distinct(claim.records)
+        noise = _distinct(claim.noise)
         noise = noise.filter(~noise.is_in(records.implode()))
         claimed = pl.concat([records, noise])
         if records.len():
@@ -432,7 +544,7 @@ def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult,
         for instance, addresses in claim.addresses.items():
             known = result.addresses.setdefault(instance, [])
             known += [a for a in addresses if a not in known]
-        for series, status in ((records, "parsed"), (noise, "noise")):
+        for series, status in ((records, "parsed"), (noise, "noise")) if want_fates else ():
             fates.append(
                 pl.DataFrame({"line_no": series}).with_columns(
                     pl.lit(status).alias("status"), pl.lit(fmt.name).alias("format")
@@ -440,6 +552,9 @@ def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult,
             )
         unclaimed = unclaimed.filter(~pl.col("line_no").is_in(claimed.implode()))
     result.set_unparsed(unclaimed)
+    _robustness_notes(source, lines, result)
+    if not want_fates:
+        return result, None
     fates.append(
         unclaimed.select(
             "line_no",
@@ -447,8 +562,15 @@ def _run(source: SourceFile, ctx: ParseContext, role: str) -> tuple[ParseResult,
             pl.lit(None, dtype=pl.Utf8).alias("format"),
         )
     )
-    _robustness_notes(source, lines, result)
     return result, pl.concat(fates).sort("line_no")
+
+
+def _distinct(line_nos: pl.Series) -> pl.Series:
+    """Line numbers once each (a format's rows come in file order: then no hashing)."""
+    line_nos = line_nos.cast(pl.Int64).rename("line_no")
+    if line_nos.len() < 2 or (line_nos.diff().min() or 0) > 0:
+        return line_nos
+    return line_nos.unique()
 
 
 def _robustness_notes(source: SourceFile, lines: pl.DataFrame, result: ParseResult) -> None:

@@ -48,6 +48,14 @@ from logforensics.ingest.toolkit import (
 )
 
 SPEC_DECODE_RE = r"SpecDecoding metrics: |^Prefix cache hit rate: GPU: "
+# V1's stats line as vLLM 0.10-0.32 print it (loggers.py; a CPU build names its cache "CPU",
+# the prefix hit rate is left out before any request): each field once, nothing else.
+V1_STATS_RE = (
+    r"^Engine \d+: Avg prompt throughput: (?P<prompt>[\d.]+) tokens/s, "
+    r"Avg generation throughput: (?P<gen>[\d.]+) tokens/s, Running: (?P<running>\d+) reqs, "
+    r"Waiting: (?P<waiting>\d+) reqs, (?:GPU|CPU) KV cache usage: (?P<kv>[\d.]+)%"
+    r"(?:, Prefix cache hit rate: (?P<prefix>[\d.]+)%)?$"
+)
 
 
 @register_line_format
@@ -76,12 +84,72 @@ class VllmStats(RegexLineFormat):
         return super().sniff(bodies) or any(re.search(SPEC_DECODE_RE, b) for b in bodies if b)
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
-        hits = self.matching(lines)
+        # a literal test first: the regex then reads only the lines that name "Running: "
+        hits = self.matching(lines.filter(pl.col("msg").str.contains("Running: ", literal=True)))
+        hits = hits.with_columns(pl.col("msg").str.extract_groups(V1_STATS_RE).alias("_g"))
+        fast = hits.select(pl.col("_g").struct.field("running").is_not_null()).to_series()
+        if fast.all():
+            stats = self._v1_stats(hits, source)
+        elif not fast.any():
+            stats = self._stats(hits, source)
+        else:  # each line by its own reading, in the lines' order
+            stats = pl.concat(
+                [self._v1_stats(hits.filter(fast), source), self._stats(hits.filter(~fast), source)]
+            ).sort("source")
+        # "Preemptions: N" is printed only when N > 0: N requests preempted this interval
+        # (never in a line V1_STATS_RE reads whole).
+        preempted = (
+            (hits.filter(~fast) if fast.any() else hits)
+            .with_columns(msg_number(r"Preemptions: (\d+)", pl.Int64).alias("_n"))
+            .filter(pl.col("_n") > 0)
+        )
+        src = source_expr(source.display).alias("source")
+        events = preempted.select(
+            "instance",
+            "at",
+            pl.lit("preempted").alias("kind"),
+            pl.format("{} preemption(s) in the stats interval (stats line)", pl.col("_n")).alias(
+                "detail"
+            ),
+            src,
+        )
+        msg = pl.col("msg")
+        # SPEC_DECODE_RE as literal tests
+        spec_decode = msg.str.contains(
+            "SpecDecoding metrics: ", literal=True
+        ) | msg.str.starts_with("Prefix cache hit rate: GPU: ")
+        noise = lines.filter(spec_decode)["line_no"]
+        return Claim(
+            records=hits["line_no"],
+            noise=noise,
+            tables={"engine_stats": stats, "engine_events": events},
+        )
+
+    @staticmethod
+    def _v1_stats(hits: pl.DataFrame, source: SourceFile) -> pl.DataFrame:
+        """Lines in V1's usual layout, read by one regex (`V1_STATS_RE`'s groups as `_g`):
+        the values each field's own regex (`_stats`) reads from them."""
+        g = pl.col("_g")
+        return hits.select(
+            "instance",
+            "at",
+            g.struct.field("running").cast(pl.Int64, strict=False).alias("running"),
+            g.struct.field("waiting").cast(pl.Int64, strict=False).alias("waiting"),
+            pl.lit(None, dtype=pl.Int64).alias("swapped"),
+            g.struct.field("kv").cast(pl.Float64, strict=False).alias("gpu_kv_pct"),
+            pl.lit(None, dtype=pl.Float64).alias("cpu_kv_pct"),
+            g.struct.field("prompt").cast(pl.Float64, strict=False).alias("prompt_tps"),
+            g.struct.field("gen").cast(pl.Float64, strict=False).alias("gen_tps"),
+            g.struct.field("prefix").cast(pl.Float64, strict=False).alias("prefix_hit_pct"),
+            source_expr(source.display).alias("source"),
+        )
+
+    @staticmethod
+    def _stats(hits: pl.DataFrame, source: SourceFile) -> pl.DataFrame:
         gpu_kv = msg_number(r"GPU KV cache usage: ([\d.]+)%")
         cpu_kv = msg_number(r"CPU KV cache usage: ([\d.]+)%")
         v0_layout = pl.col("msg").str.contains(r"Swapped: \d+ reqs")
-        src = source_expr(source.display).alias("source")
-        stats = hits.select(
+        return hits.select(
             "instance",
             "at",
             msg_number(r"Running: (\d+) reqs", pl.Int64).alias("running"),
@@ -101,26 +169,7 @@ class VllmStats(RegexLineFormat):
             msg_number(r"Avg generation throughput: ([\d.]+) tokens/s").alias("gen_tps"),
             # not "External prefix cache hit rate" (a KV connector's), not V0's "GPU: …" line
             msg_number(r"(?:^|[^\w ])\s*Prefix cache hit rate: ([\d.]+)%").alias("prefix_hit_pct"),
-            src,
-        )
-        # "Preemptions: N" is printed only when N > 0: N requests preempted this interval.
-        preempted = hits.with_columns(
-            msg_number(r"Preemptions: (\d+)", pl.Int64).alias("_n")
-        ).filter(pl.col("_n") > 0)
-        events = preempted.select(
-            "instance",
-            "at",
-            pl.lit("preempted").alias("kind"),
-            pl.format("{} preemption(s) in the stats interval (stats line)", pl.col("_n")).alias(
-                "detail"
-            ),
-            src,
-        )
-        noise = lines.filter(pl.col("msg").str.contains(SPEC_DECODE_RE))["line_no"]
-        return Claim(
-            records=hits["line_no"],
-            noise=noise,
-            tables={"engine_stats": stats, "engine_events": events},
+            source_expr(source.display).alias("source"),
         )
 
 

@@ -28,6 +28,7 @@ from logforensics.ingest.toolkit import (
     file_tz,
     first_kind,
     format_text,
+    in_parts,
     no_lines,
     proxy_failures,
     source_column,
@@ -104,7 +105,7 @@ def _read(lines: pl.DataFrame, regex: str) -> pl.DataFrame:
 
     (Every layout's regex captures `client` in every match.)
     """
-    groups = lines.select(pl.col("msg").str.extract_groups(regex)).unnest("msg")
+    groups = in_parts(lines, pl.col("msg").str.extract_groups(regex)).unnest("msg")
     return pl.concat([lines.select("line_no", "instance", "at"), groups], how="horizontal")
 
 
