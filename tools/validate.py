@@ -22,7 +22,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-NOT_EVIDENCE = {"TRUTH.json", "GROUND_TRUTH.md", "lab-timeline.log", "kill-time.txt", "count_truth.py"}
+NOT_EVIDENCE = {
+    "TRUTH.json",
+    "GROUND_TRUTH.md",
+    "lab-timeline.log",
+    "kill-time.txt",
+    "count_truth.py",
+}
 RECORDINGS = Path(__file__).resolve().parents[1] / "recordings"
 OFFSET_TOLERANCE_S = 1.5
 CHECKS = ("verdict", "totals", "steps", "per-instance", "contamination", "offset")
@@ -102,7 +108,9 @@ def compare(truth: dict, got: dict) -> dict[str, list[str]]:
 def main() -> int:
     root = corpus_root()
     if not root.is_dir():
-        print(f"validate: no shared corpus at {root} (set LOGFORENSICS_CORPUS): scoring recordings/")
+        print(
+            f"validate: no shared corpus at {root} (set LOGFORENSICS_CORPUS): scoring recordings/"
+        )
     found = sorted(
         [*(incidents(root) if root.is_dir() else []), *incidents(RECORDINGS)], key=lambda d: d.name
     )
