@@ -159,11 +159,13 @@ RULE = Rule(
     summary="{claimed} of {failed} failed requests never reached an instance or waited in front of one",
     signals=(UNREACHED, REFUSED, WAITED, ROOM, PROXY_ERRORS),
     recommendations=(
-        "Raise the proxy's connection/worker limits and check its upstream timeouts: "
+        "Raise the proxy's own limits — connections and workers, queue length and timeout, "
+        "in-flight or rate limits (its 429s and 503s) — and check its upstream timeouts: "
         "failures died in front of the instances.",
         "Balance by least connections rather than round robin: LLM requests vary widely in "
         "duration.",
-        "Have clients retry 503s with exponential back-off instead of hanging until their timeout.",
+        "Have clients retry 429s and 503s with exponential back-off, neither at once in a tight "
+        "loop nor by hanging until their timeout.",
         "Adding instances will not help until the front is fixed: the failed requests never "
         "reached one.",
     ),
