@@ -17,6 +17,7 @@ import pytest
 
 from logforensics.analysis import analyze
 from logforensics.correlate.proxy import map_by_address
+from logforensics.report import render_html, render_markdown
 from tests.corpus import truth, variant
 
 LIFECYCLE = re.compile(r"Received request|Added request|Aborted request|Request \S+ aborted")
@@ -308,10 +309,14 @@ def test_the_balancer_is_judged_on_where_it_sent_requests_not_where_they_survive
     """recordings/caddy-crash, step 12: instance-1 served 6, instance-2 was dead and Caddy
     sent it 6 it could not deliver. Reached 6:0 (the truth's per-instance counts) but the
     balancer split 6:6: no skew finding, and the dead instance's finding instead."""
-    got = analyze([variant("caddy-crash", tmp_path)]).to_dict()
+    analysis = analyze([variant("caddy-crash", tmp_path)])
+    got = analysis.to_dict()
     last = steps(got)[-1]
     assert last["per_instance"] == {"instance-1": 6, "instance-2": 0}
     assert last["routed"] == {"instance-1": 6, "instance-2": 6}
     assert last["balance"]["verdict"] == "even"
     kinds = {f["kind"] for f in got["findings"]}
     assert "lb_skew" not in kinds and "failed_instance_kept_in_pool" in kinds
+    # the step tables say why a 6:0 split is "even": 6 more were sent to the dead one
+    assert "0 (+6 refused)" in render_markdown(analysis)
+    assert "+6 refused</small>" in render_html(analysis)

@@ -21,6 +21,14 @@ MAX_TEXT = 300
 INDENT = "   "  # a fenced block inside a numbered list item
 
 
+def reached_cell(step: dict, name: str) -> str:
+    """Requests that reached the instance, and those the proxy sent it that it refused (a dead
+    instance's): the balance is judged on both."""
+    reached = step["per_instance"].get(name, 0)
+    refused = step["routed"].get(name, 0) - reached
+    return f"{reached} (+{refused} refused)" if refused > 0 else str(reached)
+
+
 def _escape(text: str) -> str:
     text = " ".join(str(text).split())  # no newline may end a table row or a list item
     if len(text) > MAX_TEXT:
@@ -121,7 +129,7 @@ def render_markdown(report: ReportData | Analysis) -> str:
                 s["succeeded"],
                 s["failed"],
                 s["unreached"],
-                *[s["per_instance"].get(n, 0) for n in r.instances],
+                *[reached_cell(s, n) for n in r.instances],
                 s["latency_s"]["p50"],
                 s["latency_s"]["p95"],
                 None if tps is None else f"{tps:,.0f}",
