@@ -87,6 +87,17 @@ def test_a_metrics_scrape_is_never_an_instance(tmp_path):
         assert set(run["per_instance"]) == {"instance-1", "instance-2"}
 
 
+def test_a_routers_own_metrics_are_no_instances_to_name(tmp_path):
+    """recordings/vrouter-compute/metrics-router.txt: the Rust vllm-router's own
+    `vllm_router_*` series, no engine's. It is said to hold no engine metrics; it is not
+    "metrics of an unknown instance" the user should name."""
+    got = analyze([variant("vrouter-compute", tmp_path)]).to_dict()
+    (scrape,) = [i for i in got["inputs"] if i["path"].endswith("metrics-router.txt")]
+    assert "no vLLM or SGLang metrics in this scrape" in scrape["notes"]
+    assert not any("unknown instance" in note for note in scrape["notes"])
+    assert [i["name"] for i in got["instances"]] == ["instance-1", "instance-2"]
+
+
 def test_upstreams_map_to_the_address_an_instance_announces():
     """vLLM's start-up line names where it listens; the proxy names the same host:port."""
     addresses = {

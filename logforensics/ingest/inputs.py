@@ -306,6 +306,8 @@ def _attribute_scrapes(files, parsed, given: set[Path]) -> None:
     for (path, _), (source, fmt, result, _) in zip(files, parsed, strict=True):
         if fmt is None or fmt.name != "prometheus_scrape" or path in given:
             continue
+        if not any(frame.height for frame in result.tables.values()):
+            continue  # no engine's metrics (a router's or proxy's own): no instance to name
         own_name = source.instance
         labelled = result.addresses.get(own_name, [])
         instance, why = scrape_instance(own_name, labelled, addresses)
