@@ -704,3 +704,26 @@ def test_runtime_stamp_of_no_such_day_borrows_the_neighbours_time():
         ("a", at, 1e-6),
         ("b", at, 1.75),  # the gap to the next stamp plus its precision
     ]
+
+
+def test_a_record_line_cut_short_is_unparsed_not_noise(tmp_path):
+    """Real lines of corpus kv-tiny's instance-1.log (vLLM 0.32.0), the last two cut short
+    as a killed writer or a full disk leaves them: a stats line and an access line that
+    their formats cannot read are shown as unparsed, never swallowed as chatter, while a
+    cut line of a module that logs no record stays noise."""
+    whole = (
+        "(APIServer pid=31372) INFO 11-29 16:15:51 [loggers.py:335] Engine 000: Avg prompt "
+        "throughput: 31.1 tokens/s, Avg generation throughput: 22.9 tokens/s, Running: 5 reqs, "
+        "Waiting: 0 reqs, CPU KV cache usage: 21.9%, Prefix cache hit rate: 0.0%\n"
+        'INFO:     127.0.0.1:59264 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+    )
+    cut = (
+        "(APIServer pid=31372) INFO 11-29 16:16:21 [loggers.py:335] Engine 000: Avg prompt "
+        "throughput: 0.0 tokens/s, Avg genera\n"
+        'INFO:     127.0.0.1:59264 - "POST /\n'
+        "(APIServer pid=31372) INFO 11-29 16:21:34 [async_llm.py:9\n"
+    )
+    result = parse(tmp_path, whole + cut)
+    assert (result.lines, result.parsed, result.noise) == (5, 2, 1)
+    assert [line for line, _ in result.unparsed_examples] == [3, 4]
+    assert result.tables["engine_stats"].height == 1

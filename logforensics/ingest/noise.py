@@ -122,6 +122,15 @@ class RuntimeChatter(RegexLineFormat):
         return Claim(records=no_lines(), noise=noise)
 
 
+# The start of a line that carries a record — an access line, an engine's stats — which its
+# format did not read (cut short by a killed writer or a full disk, or a layout not known
+# yet): never noise, it stays unparsed and shown.
+UNREAD_RECORD_RE = (
+    r'^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+\S+:\d+ - "'  # uvicorn's access line
+    r"|\bAvg prompt throughput: "  # vLLM's stats line
+)
+
+
 @register_line_format
 class KnownNoise(RegexLineFormat):
     """Lines understood but carrying nothing to analyse.
@@ -156,8 +165,11 @@ class KnownNoise(RegexLineFormat):
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
         noise = lines.filter(
-            pl.col("level").is_not_null()
-            | pl.col("msg").str.contains(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s{1,5}\S")
-            | (pl.col("msg").str.strip_chars() == "")
+            (
+                pl.col("level").is_not_null()
+                | pl.col("msg").str.contains(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s{1,5}\S")
+                | (pl.col("msg").str.strip_chars() == "")
+            )
+            & ~pl.col("msg").str.contains(UNREAD_RECORD_RE)
         )
         return Claim(records=no_lines(), noise=noise["line_no"])
