@@ -4,7 +4,10 @@ import os
 import re
 from pathlib import Path
 
+import polars as pl
 import pytest
+
+from logforensics.ingest import ParseContext, SourceFile, detect
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -69,3 +72,17 @@ def incident_inputs(folder: Path) -> list[Path]:
     """What a user would give `analyze`: the folder's files and folders (a tester's artifact
     tree), minus the recording's answers."""
     return sorted(p for p in folder.iterdir() if p.name not in CORPUS_ANSWERS)
+
+
+def read_client_file(path: Path, ctx: ParseContext | None = None):
+    """A load tester's file read by the format it is sniffed as: (format name, result,
+    client_requests), with every line accounted for."""
+    source = SourceFile(path, path.name, "client")
+    fmt = detect(source)
+    result = fmt.parse(source, ctx or ParseContext(year=2026))
+    assert result.parsed + result.noise + result.unparsed == result.lines
+    return fmt.name, result, result.table("client_requests")
+
+
+def outcomes(requests: pl.DataFrame) -> dict[str, int]:
+    return dict(requests.group_by("outcome").len().iter_rows())

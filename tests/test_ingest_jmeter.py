@@ -7,28 +7,13 @@ are exact.
 """
 
 import datetime as dt
-from pathlib import Path
 
-import polars as pl
-
-from logforensics.ingest import ParseContext, SourceFile, detect
-from tests.conftest import write
+from logforensics.ingest import ParseContext
+from logforensics.ingest.base import SAMPLES_DIR as SAMPLES
+from tests.conftest import outcomes, write
+from tests.conftest import read_client_file as parse
 
 UTC = dt.timezone.utc
-CTX = ParseContext(year=2026)
-SAMPLES = Path(__file__).parents[1] / "logforensics" / "ingest" / "samples"
-
-
-def parse(path: Path, ctx: ParseContext = CTX):
-    source = SourceFile(path, path.name, "client")
-    fmt = detect(source)
-    result = fmt.parse(source, ctx)
-    assert result.parsed + result.noise + result.unparsed == result.lines
-    return fmt.name, result, result.table("client_requests")
-
-
-def outcomes(requests: pl.DataFrame) -> dict[str, int]:
-    return dict(requests.group_by("outcome").len().iter_rows())
 
 
 def test_jmeter_csv_counts_each_sample_with_its_outcome_and_threads():

@@ -16,12 +16,12 @@ import polars as pl
 
 from logforensics.analysis import Options, analyze
 from logforensics.ingest import FILE_FORMATS, ParseContext, SourceFile, detect
+from logforensics.ingest.base import SAMPLES_DIR as SAMPLES
 from logforensics.ingest.inputs import load
 from logforensics.ingest.traces import jaeger_spans
 from tests.conftest import write
 
 CTX = ParseContext(year=2026)
-SAMPLES = Path(__file__).parents[1] / "logforensics" / "ingest" / "samples"
 
 
 def parse(path: Path, instance: str = "spans"):
