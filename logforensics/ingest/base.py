@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -31,6 +32,10 @@ UNPARSED_EXAMPLES = 5
 
 class InputError(Exception):
     """A file that cannot be read at all; the message names the file (and line)."""
+
+
+class BatchesMisread(Exception):
+    """A file's batches did not come out as its lines (see `SourceFile.line_batches`)."""
 
 
 @dataclass
@@ -141,6 +146,76 @@ class SourceFile:
             pl.col("text").str.strip_chars_end("\r"),
         )
 
+    def line_batches(self, size: int, native: bool = True) -> Iterator[pl.DataFrame]:
+        """The file's lines as `lines` gives them, in consecutive batches of about `size`
+        bytes (cut after a newline), numbered across the file; `facts` set once read through.
+
+        For a big log parsed batch by batch: only one batch's text is held at a time.
+        polars reads a plain file's batches itself (`native`); should it fail or number the
+        lines otherwise than the file does, `BatchesMisread` is raised (read it again not
+        natively: Python splits the bytes then).
+        """
+        if native and not self.compressed:
+            count, facts = self.stream_facts()
+            if count and not facts["unit_separator"]:
+                yield from self._native_batches(count, facts, size)
+                return
+        opener = gzip.open if self.compressed else open
+        first, carry, head, last, undecodable = 1, b"", b"", b"", False
+        try:
+            with opener(self.path, "rb") as handle:
+                while True:
+                    chunk = handle.read(size)
+                    data = carry + chunk
+                    if chunk:
+                        cut = data.rfind(b"\n")
+                        if cut < 0:
+                            carry = data
+                            continue
+                        data, carry = data[: cut + 1], data[cut + 1 :]
+                    if not data:
+                        break
+                    if len(head) < self.FACT_BYTES:
+                        head += data[: self.FACT_BYTES - len(head)]
+                    last = data[-1:]
+                    frame, bad = lines_of_bytes(data, first)
+                    undecodable = undecodable or bad
+                    first += frame.height
+                    del data
+                    yield frame
+                    if not chunk:
+                        break
+        except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise InputError(f"{self.display}: cannot read: {exc}") from exc
+        self.facts = {
+            "undecodable": undecodable,
+            "nul": b"\x00" in head,
+            "crlf": b"\r\n" in head,
+            "final_newline": not last or last == b"\n",
+            "empty": not last,
+        }
+
+    def _native_batches(self, count: int, facts: dict, size: int) -> Iterator[pl.DataFrame]:
+        rows = max(1, count * size // max(1, self.path.stat().st_size))
+        scan = pl.scan_csv(
+            self.path, has_header=False, separator="\x1f", quote_char=None, schema={"text": pl.Utf8}
+        )
+        first = 1
+        try:
+            for frame in scan.collect_batches(chunk_size=rows):
+                text = pl.col("text").fill_null("") if frame["text"].has_nulls() else pl.col("text")
+                frame = frame.select(
+                    pl.int_range(first, first + pl.len(), dtype=pl.Int64).alias("line_no"),
+                    text.str.strip_chars_end("\r") if facts["cr"] else text,
+                ).rechunk()
+                first += frame.height
+                yield frame
+        except pl.exceptions.PolarsError as exc:  # not UTF-8, say: the bytes path reads it
+            raise BatchesMisread(f"{self.display}: {exc}") from exc
+        if first - 1 != count:
+            raise BatchesMisread(f"{self.display}: {first - 1} lines read of {count}")
+        self.facts = {**facts, "undecodable": False}
+
     def release(self) -> None:
         """Forget the cached bytes, text and lines once the file is parsed."""
         for name in ("raw", "text", "lines"):
@@ -208,6 +283,39 @@ class SourceFile:
         except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
             raise InputError(f"{self.display}: cannot read: {exc}") from exc
         return out
+
+
+def lines_of_bytes(data: bytes, first: int = 1) -> tuple[pl.DataFrame, bool]:
+    """(`line_no` from `first` and `text` of whole lines, as `SourceFile.lines` gives them;
+    whether bytes that are not UTF-8 were replaced). polars splits them where it can."""
+    count = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    frame, undecodable = None, False
+    if b"\x1f" not in data:
+        try:
+            frame = pl.read_csv(
+                data, has_header=False, separator="\x1f", quote_char=None, schema={"text": pl.Utf8}
+            )
+        except (pl.exceptions.PolarsError, OSError):
+            frame = None
+        if frame is not None and frame.height != count:
+            frame = None
+    if frame is not None:
+        text = frame["text"].fill_null("") if frame["text"].has_nulls() else frame["text"]
+    else:
+        try:
+            decoded = data.decode("utf-8")
+        except UnicodeDecodeError:
+            decoded, undecodable = data.decode("utf-8", errors="replace"), True
+        text = pl.Series("text", [decoded], dtype=pl.Utf8).str.split("\n").explode()
+        del decoded
+        if text.len() and data.endswith(b"\n"):
+            text = text.head(text.len() - 1)
+    if b"\r" in data:
+        text = text.str.strip_chars_end("\r")
+    lines = pl.DataFrame({"text": text}).select(
+        pl.int_range(first, first + pl.len(), dtype=pl.Int64).alias("line_no"), "text"
+    )
+    return lines.rechunk(), undecodable
 
 
 def byte_facts(data: bytes, undecodable: bool | None = None) -> dict:
@@ -367,6 +475,14 @@ class LineFormat:
     samples: ClassVar[tuple[Sample, ...]] = ()
     fallback: ClassVar[bool] = False  # takes what every other format left (claims overlap it)
     supersedes: ClassVar[tuple[str, ...]] = ()  # later formats whose lines it claims on purpose
+    # Whether each line's claim and rows depend on that line alone (never on the lines
+    # around it or on which others it is given): then a file read in batches gives the
+    # same claims batch by batch (see serverlog.parse_in_batches).
+    per_line: ClassVar[bool] = False
+    # For a format that looks across lines: a per-line test with which it claims nothing
+    # from lines none of which pass it (its own first check), so a file can be read in
+    # batches past it where it is asleep. None: it may claim from any lines.
+    woken_by: ClassVar[pl.Expr | None] = None
 
     def sniff(self, bodies: list[str]) -> bool:
         raise NotImplementedError

@@ -100,18 +100,20 @@ class RuntimeChatter(RegexLineFormat):
     decisive = False
     pattern = CHATTER_RE
 
+    # One literal scan each: most files hold none of these.
+    woken_by = (
+        pl.col("msg").str.contains(".py:", literal=True)
+        | pl.col("msg").str.starts_with("[")
+        | pl.col("msg").str.contains("riton", literal=True)
+        | pl.col("msg").str.contains("leaked", literal=True)
+        | pl.col("msg").str.contains("%", literal=True)
+        | pl.col("msg").str.starts_with("nanobind")
+        | pl.col("msg").str.contains(" on ", literal=True)
+    )
+
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
         msg = pl.col("msg")
-        # One literal scan each: most files hold none of these.
-        gate = (
-            msg.str.contains(".py:", literal=True)
-            | msg.str.starts_with("[")
-            | msg.str.contains("riton", literal=True)
-            | msg.str.contains("leaked", literal=True)
-            | msg.str.contains("%", literal=True)
-            | msg.str.starts_with("nanobind")
-            | msg.str.contains(" on ", literal=True)
-        )
+        gate = self.woken_by
         if not lines.select(gate.any()).item():
             return Claim(records=no_lines())
         hit = msg.str.contains(CHATTER_RE)
@@ -144,6 +146,7 @@ class KnownNoise(RegexLineFormat):
 
     name = "known_noise"
     priority = 100
+    per_line = True
     samples = (
         Sample(
             "corpus kv-tiny instance-1.log (vLLM 0.32.0 start-up and uvicorn shutdown)",

@@ -68,6 +68,7 @@ class UvicornAccess(RegexLineFormat):
 
     name = "uvicorn_access"
     priority = 11
+    per_line = True
     samples = (
         Sample(
             "corpus kv-tiny instance-1.log (uvicorn under vLLM 0.32.0)",
@@ -202,10 +203,12 @@ class PythonTraceback(LineFormat):
     def sniff(self, bodies: list[str]) -> bool:
         return any(b.startswith("Traceback (most recent call last)") for b in bodies)
 
+    # Every frame line holds ", line " and a block needs a frame: one literal scan decides.
+    woken_by = pl.col("msg").str.contains(", line ", literal=True)
+
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
         msg = pl.col("msg")
-        # Every frame line holds ", line " and a block needs a frame: one literal scan decides.
-        if not lines.select(msg.str.contains(", line ", literal=True).any()).item():
+        if not lines.select(self.woken_by.any()).item():
             return Claim(records=no_lines())
         is_frame = msg.str.contains(FRAME_RE) | msg.str.contains(BARE_FRAME_RE)
         is_exc = msg.str.contains(EXCEPTION_RE)

@@ -31,13 +31,16 @@ report, so ``parsed + noise + unparsed == lines`` always holds.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
+from dataclasses import dataclass
 
 import polars as pl
 
-from logforensics import timeparse
+from logforensics import model, timeparse
 from logforensics.ingest import LINE_FORMATS, register_file_format
 from logforensics.ingest.base import (
+    BatchesMisread,
     FileFormat,
     LineFormat,
     ParseContext,
@@ -424,6 +427,20 @@ def _date_times_of_day(frame: pl.DataFrame, server_tz: str) -> pl.DataFrame:
     )
 
 
+YEARLESS_LAYERS = {"bsd", "bracket", "vllm"}  # their stamps take the year from the context
+
+
+@dataclass
+class Prefixed:
+    """Lines with their runtime prefixes split (`split_prefixes`' columns, plus `own_at`:
+    the line's own stamp, null where it borrowed its neighbours'), what was found on them:
+    the prefix layers present, and whether a time-only stamp was dated by another line."""
+
+    frame: pl.DataFrame
+    layers: set[str]
+    dated_by_others: bool
+
+
 def split_prefixes(
     lines: pl.DataFrame, instance: str, year: int, server_tz: str = "UTC"
 ) -> pl.DataFrame:
@@ -435,6 +452,19 @@ def split_prefixes(
     its precision is the gap to the next stamped line plus that line's own
     precision (unknown at the end of the file).
     """
+    return prefixed(lines, instance, year, server_tz).frame.drop("own_at")
+
+
+def prefixed(
+    lines: pl.DataFrame,
+    instance: str,
+    year: int,
+    server_tz: str = "UTC",
+    before: dt.datetime | None = None,
+) -> Prefixed:
+    """`split_prefixes`, keeping each line's own stamp; `before` is the time of the last
+    stamped line before these (a batch of a file read in parts), which the lines before
+    their first stamp take."""
     frame, present = _strip_prefixes(lines)
     frame, layers = _layer_times(frame, present, year, server_tz)
     null_time = pl.lit(None, dtype=pl.Datetime("us", "UTC"))
@@ -458,34 +488,54 @@ def split_prefixes(
             pl.lit(instance),
         ).alias("instance"),
     )
-    if "bracket" in present and frame.select(pl.col("bktod").is_not_null().any()).item():
+    dated = "bracket" in present and frame.select(pl.col("bktod").is_not_null().any()).item()
+    if dated:
         frame = _date_times_of_day(frame, server_tz)
-    if not layers:
-        return frame.select(
-            "line_no",
-            "text",
-            "body",
-            "msg",
-            "level",
-            "instance",
-            pl.col("own_at").alias("at"),
+    columns = ("line_no", "text", "body", "msg", "level", "instance")
+    if not layers:  # no stamp here: the lines take the one before them, if any
+        at = pl.col("own_at") if before is None else pl.lit(before, dtype=pl.Datetime("us", "UTC"))
+        frame = frame.select(
+            *columns,
+            at.alias("at"),
             pl.col("own_precision").alias("at_precision_s"),
+            "own_at",
         )
+        return Prefixed(frame, present, dated)
     prev_at = pl.col("own_at").forward_fill()
+    if before is not None:
+        prev_at = prev_at.fill_null(pl.lit(before, dtype=pl.Datetime("us", "UTC")))
     next_at = pl.col("own_at").backward_fill()
     gap = (next_at - prev_at).dt.total_microseconds() / 1e6
-    return frame.with_columns(
+    frame = frame.with_columns(
         pl.coalesce(pl.col("own_at"), prev_at, next_at).alias("at"),
         pl.when(pl.col("own_at").is_not_null())
         .then(pl.col("own_precision"))
         .otherwise(gap + pl.col("own_precision").backward_fill())
         .alias("at_precision_s"),
-    ).select("line_no", "text", "body", "msg", "level", "instance", "at", "at_precision_s")
+    ).select(*columns, "at", "at_precision_s", "own_at")
+    return Prefixed(frame, present, dated)
 
 
 def ordered_line_formats() -> list[LineFormat]:
     """Line formats in claim order (the registry keeps them by priority)."""
     return list(LINE_FORMATS.values())
+
+
+# A log bigger than BATCHED_ABOVE bytes is parsed in batches of about BATCH_BYTES: one
+# batch's text and working columns are held at a time instead of the whole file's
+# (`parse_in_batches`). A smaller one is read whole: batches cost polars' per-call overheads
+# (5M-short bench, 190 MB logs in 32 MiB batches: 1 s more for 300 MB less at the peak).
+BATCH_BYTES = 128 << 20
+BATCHED_ABOVE = 2 * BATCH_BYTES
+# Lines with no stamp of their own held back for the next batch's first stamp (their
+# precision is the gap up to it): past this many batches, the file is read whole instead.
+PENDING_BATCHES = 4
+# A batch goes past a format that looks across lines and is asleep in it only if that
+# spares setting aside more than this many lines; fewer wait for the end (in a vLLM
+# log or a proxy's, the few lines no format took by then), so that format waking in a
+# later batch does not undo the batches read.
+SET_ASIDE_LINES = 4096
+NEW_YEAR_STEP = dt.timedelta(days=300)  # a yearless stamp stepping back this far wrapped
 
 
 def parse_lines(source: SourceFile, ctx: ParseContext, role: str = "server") -> ParseResult:
@@ -494,8 +544,12 @@ def parse_lines(source: SourceFile, ctx: ParseContext, role: str = "server") -> 
     Line formats also see `file_role` ("server" or "proxy": in a proxy's log
     an access line is the proxy's, not a model server's) and `file_tz` (the
     zone of naive stamps inside a line, such as nginx's error.log or HAProxy's
-    accept date).
+    accept date). A big file is read in batches where that gives the same result.
     """
+    if source.path.stat().st_size > BATCHED_ABOVE:
+        result = parse_in_batches(source, ctx, role)
+        if result is not None:
+            return result
     return _run(source, ctx, role, fates=False)[0]
 
 
@@ -506,9 +560,108 @@ def classify_lines(source: SourceFile, ctx: ParseContext, role: str = "server") 
 
 def prepared_lines(source: SourceFile, ctx: ParseContext, role: str = "server") -> pl.DataFrame:
     """The file's lines as every line format gets them: prefixes split, times, role, zone."""
-    return split_prefixes(source.lines, source.instance, ctx.year, ctx.server_tz).with_columns(
+    return _with_file_facts(
+        split_prefixes(source.lines, source.instance, ctx.year, ctx.server_tz), ctx, role
+    )
+
+
+def _with_file_facts(lines: pl.DataFrame, ctx: ParseContext, role: str) -> pl.DataFrame:
+    return lines.with_columns(
         pl.lit(role).alias("file_role"), pl.lit(ctx.server_tz).alias("file_tz")
     )
+
+
+class _Account:
+    """What line formats claimed of a file's lines, added up over one or more batches.
+
+    Tables and addresses are kept by format and joined in the formats' order at the end,
+    so a file read in batches gives its rows in the order a whole read gives them.
+    """
+
+    def __init__(self, source: SourceFile, want_fates: bool = False):
+        self.source = source
+        self.result = ParseResult()
+        self.formats = ordered_line_formats()
+        self.tables: dict[int, dict[str, list[pl.DataFrame]]] = {}
+        self.addresses: dict[int, list[dict[str, list[str]]]] = {}
+        self.recorded: set[int] = set()
+        self.fates: list[pl.DataFrame] | None = [] if want_fates else None
+        self.spans: list[pl.DataFrame] = []
+        self.longest = 0
+
+    def read(self, lines: pl.DataFrame) -> None:
+        """Count lines about to be claimed: how many, their span, the longest."""
+        self.result.lines += lines.height
+        if lines.height:
+            longest = lines.select(pl.col("text").str.len_bytes().max()).item() or 0
+            self.longest = max(self.longest, longest)
+        if lines["at"].is_not_null().any():
+            self.spans.append(
+                lines.group_by("instance").agg(
+                    pl.col("at").min().alias("lo"), pl.col("at").max().alias("hi")
+                )
+            )
+
+    def take(self, index: int, lines: pl.DataFrame) -> pl.DataFrame:
+        """Format `index`'s claim on `lines`; the lines it left."""
+        fmt = self.formats[index]
+        claim = fmt.extract(lines, self.source)
+        # A line is counted once, even if a format names it twice or as record and noise.
+        records = _distinct(claim.records)
+        noise = _distinct(claim.noise)
+        noise = noise.filter(~noise.is_in(records.implode()))
+        if records.len():
+            self.recorded.add(index)
+        self.result.parsed += records.len()
+        self.result.noise += noise.len()
+        kept = self.tables.setdefault(index, {})
+        for table, frame in claim.tables.items():
+            kept.setdefault(table, []).append(model.conform(table, frame))
+        if claim.addresses:
+            self.addresses.setdefault(index, []).append(claim.addresses)
+        if self.fates is not None:
+            for series, status in (records, "parsed"), (noise, "noise"):
+                self.fates.append(
+                    pl.DataFrame({"line_no": series}).with_columns(
+                        pl.lit(status).alias("status"), pl.lit(fmt.name).alias("format")
+                    )
+                )
+        if not records.len() and not noise.len():
+            return lines
+        return lines.filter(_unclaimed(lines["line_no"], pl.concat([records, noise])))
+
+    def finish(self, unclaimed: pl.DataFrame) -> ParseResult:
+        result = self.result
+        for index in sorted(self.tables):
+            for table, frames in self.tables[index].items():
+                result.add(table, pl.concat(frames, rechunk=True) if len(frames) > 1 else frames[0])
+        for index in sorted(self.addresses):
+            for found in self.addresses[index]:
+                for instance, addresses in found.items():
+                    known = result.addresses.setdefault(instance, [])
+                    known += [a for a in addresses if a not in known]
+        result.formats = [self.formats[i].name for i in sorted(self.recorded)]
+        if self.spans:
+            spans = (
+                pl.concat(self.spans)
+                .group_by("instance", maintain_order=True)
+                .agg(pl.col("lo").min(), pl.col("hi").max())
+            )
+            result.span = (spans["lo"].min(), spans["hi"].max())
+            result.instance_spans = {i: (lo, hi) for i, lo, hi in spans.drop_nulls().iter_rows()}
+        result.set_unparsed(unclaimed)
+        _robustness_notes(self.source.facts, self.longest, result)
+        return result
+
+
+def _unclaimed(line_nos: pl.Series, claimed: pl.Series) -> pl.Series:
+    """Which of `line_nos` (ascending) are not among `claimed` (some of them): the claimed
+    ones are found by binary search, not hashed."""
+    claimed = claimed.sort()
+    where = line_nos.search_sorted(claimed)
+    if not (line_nos.gather(where.clip(0, max(line_nos.len() - 1, 0))) == claimed).all():
+        return ~line_nos.is_in(claimed.implode())  # a claim of lines it was not given
+    return pl.repeat(True, line_nos.len(), eager=True).scatter(where, False)
 
 
 def _run(
@@ -516,53 +669,136 @@ def _run(
 ) -> tuple[ParseResult, pl.DataFrame | None]:
     """The file's account and (with `fates`, which only `classify_lines` reads) each
     line's fate."""
-    want_fates, fates = fates, []
-    lines = prepared_lines(source, ctx, role)
-    result = ParseResult(lines=lines.height)
-    if lines["at"].is_not_null().any():
-        result.span = (lines["at"].min(), lines["at"].max())
-        spans = lines.group_by("instance").agg(
-            pl.col("at").min().alias("lo"), pl.col("at").max().alias("hi")
-        )
-        result.instance_spans = {i: (lo, hi) for i, lo, hi in spans.drop_nulls().iter_rows()}
-    unclaimed = lines
-    for fmt in ordered_line_formats():
+    account = _Account(source, want_fates=fates)
+    unclaimed = prepared_lines(source, ctx, role)
+    account.read(unclaimed)
+    for index in range(len(account.formats)):
         if unclaimed.is_empty():
             break
-        claim = fmt.extract(unclaimed, source)
-        # A line is counted once, even if a format names it twice or as record and noise.
-        records = _distinct(claim.records)
-        noise = _distinct(claim.noise)
-        noise = noise.filter(~noise.is_in(records.implode()))
-        claimed = pl.concat([records, noise])
-        if records.len():
-            result.formats.append(fmt.name)
-        result.parsed += records.len()
-        result.noise += noise.len()
-        for table, frame in claim.tables.items():
-            result.add(table, frame)
-        for instance, addresses in claim.addresses.items():
-            known = result.addresses.setdefault(instance, [])
-            known += [a for a in addresses if a not in known]
-        for series, status in ((records, "parsed"), (noise, "noise")) if want_fates else ():
-            fates.append(
-                pl.DataFrame({"line_no": series}).with_columns(
-                    pl.lit(status).alias("status"), pl.lit(fmt.name).alias("format")
-                )
-            )
-        unclaimed = unclaimed.filter(~pl.col("line_no").is_in(claimed.implode()))
-    result.set_unparsed(unclaimed)
-    _robustness_notes(source, lines, result)
-    if not want_fates:
+        unclaimed = account.take(index, unclaimed)
+    result = account.finish(unclaimed)
+    if account.fates is None:
         return result, None
-    fates.append(
+    account.fates.append(
         unclaimed.select(
             "line_no",
             pl.lit("unparsed").alias("status"),
             pl.lit(None, dtype=pl.Utf8).alias("format"),
         )
     )
-    return result, pl.concat(fates).sort("line_no")
+    return result, pl.concat(account.fates).sort("line_no")
+
+
+def parse_in_batches(source: SourceFile, ctx: ParseContext, role: str) -> ParseResult | None:
+    """`parse_lines` read batch by batch, or None where batches cannot give its result.
+
+    Each batch's prefixes are split on their own (the lines before its first stamp take
+    the previous batch's last one; the lines after its last stamp wait for the next
+    batch). Then the line formats claim in their order while each either reads a line
+    alone (`per_line`) or is asleep in this file (no line passes its `woken_by`); at the
+    first format that looks across lines and is awake (or asleep, with few lines left:
+    `SET_ASIDE_LINES`), the batch's unclaimed lines are set aside, and that format and
+    the rest claim from all of them together at the end, as in a whole read. What a batch cannot know stops it (None: read whole): a format
+    asleep in earlier batches waking in a later one; lines before the file's first
+    stamp; a yearless stamp wrapping over New Year; time-only stamps dated by others;
+    too long a stretch of unstamped lines.
+    """
+    for native in True, False:  # polars' own reader, then (bytes not UTF-8, say) Python's
+        try:
+            return _claim_batches(source, ctx, role, native)
+        except BatchesMisread:
+            continue
+    return None
+
+
+def _claim_batches(
+    source: SourceFile, ctx: ParseContext, role: str, native: bool
+) -> ParseResult | None:
+    account = _Account(source)
+    formats = account.formats
+    asleep: set[int] = set()
+    stop: int | None = None
+    leftovers: list[pl.DataFrame] = []
+    before: dt.datetime | None = None
+    untimed_head = False
+    pending, held = None, 0
+    batches = source.line_batches(BATCH_BYTES, native)
+    batch = next(batches, None)
+    while batch is not None:
+        following = next(batches, None)
+        if pending is not None:
+            batch, pending = pl.concat([pending, batch]), None
+        split = prefixed(batch, source.instance, ctx.year, ctx.server_tz, before)
+        if split.dated_by_others:
+            return None
+        frame, own = split.frame, split.frame["own_at"]
+        stamped = own.is_not_null()
+        if stamped.any():
+            if untimed_head or _wraps(split, own, before):
+                return None
+            if following is not None:
+                last = stamped.arg_true()[-1]
+                pending, frame = batch.slice(last + 1), frame.head(last + 1)
+            held = 0
+            before = own.drop_nulls()[-1]
+        elif following is not None and before is not None:
+            pending, held = batch, held + 1
+            if held > PENDING_BATCHES:
+                return None
+            batch = following
+            continue
+        elif before is None:
+            untimed_head = True
+        unclaimed = _with_file_facts(frame.drop("own_at"), ctx, role)
+        del frame, split
+        account.read(unclaimed)
+        for index, fmt in enumerate(formats):
+            if index == stop or unclaimed.is_empty():
+                break
+            if not fmt.per_line:
+                if _awake(fmt, unclaimed):
+                    if index in asleep:
+                        return None
+                elif unclaimed.height > SET_ASIDE_LINES:
+                    asleep.add(index)
+                    continue
+                stop = index
+                break
+            unclaimed = account.take(index, unclaimed)
+        leftovers.append(unclaimed)
+        batch = following
+    unclaimed = (
+        pl.concat(leftovers)
+        if leftovers
+        else _with_file_facts(
+            split_prefixes(_no_lines(), source.instance, ctx.year, ctx.server_tz), ctx, role
+        )
+    )
+    del leftovers
+    for index in range(stop if stop is not None else len(formats), len(formats)):
+        if unclaimed.is_empty():
+            break
+        if index in asleep and _awake(formats[index], unclaimed):
+            return None  # awake in the lines set aside, asleep where batches went past it
+        unclaimed = account.take(index, unclaimed)
+    return account.finish(unclaimed)
+
+
+def _awake(fmt: LineFormat, lines: pl.DataFrame) -> bool:
+    return fmt.woken_by is None or lines.select(fmt.woken_by.any()).item()
+
+
+def _wraps(split: Prefixed, own: pl.Series, before: dt.datetime | None) -> bool:
+    """Might a yearless stamp in this batch have wrapped over New Year (stepping back from
+    the last batch's, or within the batch)? Then only the whole file can say."""
+    if not split.layers & YEARLESS_LAYERS:
+        return False
+    first, lo, hi = own.drop_nulls()[0], own.min(), own.max()
+    return (before is not None and first < before - NEW_YEAR_STEP) or lo.year != hi.year
+
+
+def _no_lines() -> pl.DataFrame:
+    return pl.DataFrame(schema={"line_no": pl.Int64, "text": pl.Utf8})
 
 
 def _distinct(line_nos: pl.Series) -> pl.Series:
@@ -573,18 +809,15 @@ def _distinct(line_nos: pl.Series) -> pl.Series:
     return line_nos.unique()
 
 
-def _robustness_notes(source: SourceFile, lines: pl.DataFrame, result: ParseResult) -> None:
-    facts = source.facts
+def _robustness_notes(facts: dict, longest: int, result: ParseResult) -> None:
     if facts["undecodable"]:
         result.notes.append("file holds bytes that are not UTF-8; they were replaced")
     if facts["nul"]:
         result.notes.append("file holds NUL bytes (binary data?); such lines count as unparsed")
     if not facts["final_newline"]:
         result.notes.append("last line has no newline (file truncated while written?)")
-    if lines.height:
-        longest = lines.select(pl.col("text").str.len_bytes().max()).item() or 0
-        if longest > 1_000_000:
-            result.notes.append(f"a line of {longest:,} bytes was read whole")
+    if longest > 1_000_000:
+        result.notes.append(f"a line of {longest:,} bytes was read whole")
     if facts["crlf"]:
         result.notes.append("CRLF line ends (Windows copy, or vLLM multi-line messages)")
 

@@ -39,6 +39,7 @@ class SglangStats(RegexLineFormat):
 
     name = "sglang_stats"
     priority = 20
+    per_line = True
     samples = (
         Sample(
             "layout of sglang srt/managers/scheduler.py + configure_logger; values invented",

@@ -67,6 +67,7 @@ class TgiRouter(RegexLineFormat):
 
     name = "tgi_router"
     priority = 21
+    per_line = True
     samples = (
         Sample(
             "layout of text-generation-inference router/src/server.rs via tracing-subscriber; values invented",

@@ -62,6 +62,7 @@ V1_STATS_RE = (
 class VllmStats(RegexLineFormat):
     name = "vllm_stats"
     priority = 10
+    per_line = True
     samples = (
         Sample(
             "corpus kv-tiny instance-2.log:157 (vLLM 0.32.0 CPU, V1 loggers.py)",
@@ -190,6 +191,7 @@ REQUEST_ABORTED_RE = r"^Request (\S+) aborted\.$"
 class VllmLifecycle(RegexLineFormat):
     name = "vllm_lifecycle"
     priority = 12
+    per_line = True
     samples = (
         Sample(
             "corpus kv-tiny instance-1.log (vLLM 0.32.0 --enable-log-requests)",
@@ -270,6 +272,7 @@ class VllmPressure(RegexLineFormat):
 
     name = "vllm_pressure"
     priority = 15
+    per_line = True
     samples = (
         Sample(
             "layout of vllm/core/scheduler.py (V0 preemption warning); values invented",
@@ -399,12 +402,12 @@ class VllmProcess(RegexLineFormat):
     decisive = False
     supersedes = ("python_traceback", "vllm_pressure", "runtime_chatter")
     pattern = SHUTDOWN_RE + "|" + LISTEN_URL_RE + "|" + ARGS_RE
+    # a log with neither vLLM's stamp nor uvicorn's "INFO:" is no vLLM server's (a proxy's)
+    woken_by = pl.col("level").is_not_null() | pl.col("msg").str.starts_with("INFO:")
 
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
         msg = pl.col("msg")
-        # a log with neither vLLM's stamp nor uvicorn's "INFO:" is no vLLM server's (a proxy's)
-        served = pl.col("level").is_not_null() | msg.str.starts_with("INFO:")
-        if not lines.select(served.any()).item():
+        if not lines.select(self.woken_by.any()).item():
             return Claim(records=no_lines())
         starts = msg.str.contains("non-default args: ", literal=True)
         listening = msg.str.contains("Starting vLLM", literal=True) | msg.str.contains(

@@ -87,6 +87,7 @@ class CaddyJson(ProxyLineFormat):
 
     name = "caddy_json"
     priority = 24
+    per_line = True
     # Traefik v1's JSON own-log rule ("level" … "msg") matches zap's entries too: these are Caddy's
     supersedes = ("traefik_log",)
     samples = (

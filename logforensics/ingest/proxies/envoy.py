@@ -72,6 +72,7 @@ class EnvoyAccess(ProxyLineFormat):
 
     name = "envoy_access"
     priority = 31
+    per_line = True
     samples = (
         Sample(
             "envoy substitution_formatter.cc DEFAULT_FORMAT; values invented",

@@ -72,6 +72,7 @@ class HaproxyHttp(ProxyLineFormat):
 
     name = "haproxy_http"
     priority = 32
+    per_line = True
     samples = (
         Sample(
             "corpus haproxy-queue haproxy.log (HAProxy 2.6, log stdout)",
@@ -197,6 +198,7 @@ class HaproxyNotices(ProxyLineFormat):
 
     name = "haproxy_notices"
     priority = 38
+    per_line = True
     samples = (
         Sample(
             "HAProxy 2.6.12 (Debian) run here: a health check on a closed port, stderr and rfc5424",

@@ -80,10 +80,12 @@ class PythonHttpServer(ProxyLineFormat):
     )
     pattern = HTTP_SERVER_RE
 
+    # every such line holds "] " after a " - - [" prefix: one literal scan decides
+    woken_by = pl.col("msg").str.contains(" - - [", literal=True)
+
     def extract(self, lines: pl.DataFrame, source: SourceFile) -> Claim:
         msg = pl.col("msg")
-        # every such line holds "] " after a " - - [" prefix: one literal scan decides
-        if not lines.select(msg.str.contains(" - - [", literal=True).any()).item():
+        if not lines.select(self.woken_by.any()).item():
             return Claim(records=no_lines())
         hits = self.parsed(lines, HTTP_SERVER_RE, needs=msg.str.contains(" - - [", literal=True))
         hits = hits.with_columns(

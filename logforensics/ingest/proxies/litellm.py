@@ -58,6 +58,7 @@ class LitellmProxy(ProxyLineFormat):
 
     name = "litellm"
     priority = 36
+    per_line = True
     samples = (
         Sample(
             "litellm _logging.py formatter + router.py call line; values invented",

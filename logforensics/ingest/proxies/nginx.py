@@ -248,6 +248,7 @@ class NginxAccess(ProxyLineFormat):
 
     name = "nginx_access"
     priority = 34
+    per_line = True
     samples = (
         Sample(
             "corpus kv-tiny nginx-access.log (nginx 1.22.1, the lab's key=value log_format)",
@@ -425,6 +426,7 @@ class NginxError(ProxyLineFormat):
 
     name = "nginx_error"
     priority = 35
+    per_line = True
     samples = (
         Sample(
             "corpus crash-midtest nginx-error.log (nginx 1.22.1)",
@@ -506,6 +508,7 @@ class NginxJson(ProxyLineFormat):
 
     name = "nginx_json"
     priority = 29
+    per_line = True
     samples = (
         Sample(
             "nginx 1.22.1 run here with an escape=json log_format: a 200, a 502 (the second "

