@@ -698,10 +698,12 @@ def parse_in_batches(source: SourceFile, ctx: ParseContext, role: str) -> ParseR
     alone (`per_line`) or is asleep in this file (no line passes its `woken_by`); at the
     first format that looks across lines and is awake (or asleep, with few lines left:
     `SET_ASIDE_LINES`), the batch's unclaimed lines are set aside, and that format and
-    the rest claim from all of them together at the end, as in a whole read. What a batch cannot know stops it (None: read whole): a format
-    asleep in earlier batches waking in a later one; lines before the file's first
-    stamp; a yearless stamp wrapping over New Year; time-only stamps dated by others;
-    too long a stretch of unstamped lines.
+    the rest claim from all of them together at the end, as in a whole read.
+
+    What a batch cannot know stops it (None: read whole): a format asleep in earlier
+    batches waking in a later one; lines before the file's first stamp; a yearless
+    stamp wrapping over New Year; time-only stamps dated by others; too long a
+    stretch of unstamped lines.
     """
     for native in True, False:  # polars' own reader, then (bytes not UTF-8, say) Python's
         try:
