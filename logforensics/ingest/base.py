@@ -129,22 +129,9 @@ class SourceFile:
         if native is not None:
             return native
         data = self.read_bytes()
-        try:
-            text = data.decode("utf-8")
-            undecodable = False
-        except UnicodeDecodeError:
-            text = data.decode("utf-8", errors="replace")
-            undecodable = True
+        lines, undecodable = lines_of_bytes(data) if data else (_NO_LINES, False)
         self.facts = byte_facts(data, undecodable)
-        del data
-        series = pl.Series("text", [text], dtype=pl.Utf8).str.split("\n").explode()
-        del text
-        if series.len() and series[-1] == "":
-            series = series.head(series.len() - 1)
-        return pl.DataFrame({"text": series}).select(
-            pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("line_no"),
-            pl.col("text").str.strip_chars_end("\r"),
-        )
+        return lines
 
     def line_batches(self, size: int, native: bool = True) -> Iterator[pl.DataFrame]:
         """The file's lines as `lines` gives them, in consecutive batches of about `size`
@@ -283,6 +270,9 @@ class SourceFile:
         except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
             raise InputError(f"{self.display}: cannot read: {exc}") from exc
         return out
+
+
+_NO_LINES = pl.DataFrame(schema={"line_no": pl.Int64, "text": pl.Utf8})
 
 
 def lines_of_bytes(data: bytes, first: int = 1) -> tuple[pl.DataFrame, bool]:
