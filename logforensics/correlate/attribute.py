@@ -45,7 +45,7 @@ def identity_matches(client: pl.DataFrame, server: pl.DataFrame, offset_s: float
     """
     out = []
     server_ids = with_request_keys(server.filter(pl.col("request_id").is_not_null()))
-    left = client.filter(pl.col("request_id").is_not_null()).select("_row", "request_id")
+    left = client.select("_row", "request_id").filter(pl.col("request_id").is_not_null())
     if left.height and server_ids.height:
         left = with_request_keys(left).select("_row", "_key")
         # vLLM's completions API runs prompt n as engine request `<id>-<n>`; its log

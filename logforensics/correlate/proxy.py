@@ -304,8 +304,10 @@ def map_upstreams(
     that fits two instances about as well is left unmapped rather than
     guessed; last, requests per second.
     """
-    answered = with_last_upstream(
-        proxy.filter(pl.col("upstream").is_not_null() & pl.col("http_status").is_between(200, 299)),
+    answered = with_last_upstream(  # (the columns read: a filter copies what it is given)
+        proxy.select("upstream", "at", "http_status").filter(
+            pl.col("upstream").is_not_null() & pl.col("http_status").is_between(200, 299)
+        ),
         "address",
     )
     access = inference_records(server) if records is None else records
@@ -433,8 +435,10 @@ def attribute(
     # only the columns matching reads, sorted once; each line is known by its position
     # (`_line`, also its "instance" while matching: each line stands for itself)
     inference = (
-        proxy.filter(pl.col("path").is_null() | pl.col("path").str.contains(INFERENCE_PATH_RE))
+        proxy.lazy()  # (lazy: the filter then copies only the columns selected after it)
+        .filter(pl.col("path").is_null() | pl.col("path").str.contains(INFERENCE_PATH_RE))
         .select("at", "http_status", "request_id", "upstream", "delivery", "source")
+        .collect()
         .with_columns(pl.lit(_stamp_precision(proxy)).alias("at_precision_s"))
         .sort("at")
         .with_row_index("_line")
@@ -445,24 +449,33 @@ def attribute(
     if inference.is_empty():  # a proxy log of health checks only
         return nothing(), clock
     rows = requests.with_row_index("_row")
-    by_id = rows.filter(pl.col("request_id").is_not_null()).join(
-        inference.filter(pl.col("request_id").is_not_null()).select(
-            pl.col("request_id").str.replace(ID_PREFIX_RE, "").alias("request_id"),
-            pl.col("_line").alias("_src"),
-        ),
-        on="request_id",
+    by_id = (
+        rows.select("_row", "request_id")
+        .filter(pl.col("request_id").is_not_null())
+        .join(
+            inference.filter(pl.col("request_id").is_not_null()).select(
+                pl.col("request_id").str.replace(ID_PREFIX_RE, "").alias("request_id"),
+                pl.col("_line").alias("_src"),
+            ),
+            on="request_id",
+        )
     )
     # a request whose id two lines carry keeps the later one
     pinned = by_id.group_by("_row", maintain_order=True).agg(
         pl.col("_src").last().alias("instance")
     )
     address_to_instance = {a: f.instance for a, f in mapping.items() if f.instance}
-    timed = rows.filter(pl.col("started_at").is_not_null()).select(
-        "_row",
-        "ok",
-        seconds("started_at").alias("s"),
-        seconds("ended_at").alias("e"),
-        pl.col("instance").alias("_served_by"),
+    timed = (
+        rows.lazy()
+        .filter(pl.col("started_at").is_not_null())
+        .select(
+            "_row",
+            "ok",
+            seconds("started_at").alias("s"),
+            seconds("ended_at").alias("e"),
+            pl.col("instance").alias("_served_by"),
+        )
+        .collect()
     )
     inference = with_last_upstream(inference, "proxy_upstream")
     lines = inference.with_columns(

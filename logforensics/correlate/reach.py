@@ -143,14 +143,19 @@ MISSING_LOG_SHARE = 0.02  # successes no instance log saw, beyond which a log is
 
 def unaccounted_successes(requests: pl.DataFrame) -> int:
     """Successful, timed requests inside every log's span that no instance log saw."""
-    lost = requests.filter(
-        pl.col("ok")
-        & pl.col("started_at").is_not_null()
-        & pl.col("instance").is_null()
-        & (pl.col("proxy_delivery").fill_null("") != "reached")
-        & pl.col("_covered")
-    ).height
-    timed_ok = requests.filter(pl.col("ok") & pl.col("started_at").is_not_null()).height
+    timed = pl.col("ok") & pl.col("started_at").is_not_null()
+    # counted, not filtered: a filter would copy every column of the requests
+    lost, timed_ok = requests.select(
+        (
+            timed
+            & pl.col("instance").is_null()
+            & (pl.col("proxy_delivery").fill_null("") != "reached")
+            & pl.col("_covered")
+        )
+        .sum()
+        .alias("lost"),
+        timed.sum().alias("timed_ok"),
+    ).row(0)
     return lost if lost >= max(1, MISSING_LOG_SHARE * timed_ok) else 0
 
 

@@ -14,8 +14,14 @@ def seconds(col: str) -> pl.Expr:
     return pl.col(col).dt.epoch("us") / 1e6
 
 
+# what the clock fit, the matching and the upstream mapping read of a record
+RECORD_COLUMNS = ("instance", "at", "at_precision_s", "http_status", "source")
+
+
 def inference_records(server: pl.DataFrame) -> pl.DataFrame:
-    """Access lines of inference calls: the records a client request can produce."""
+    """Access lines of inference calls: the records a client request can produce, with
+    the columns read of them (`RECORD_COLUMNS`; a record's other fields stay in
+    `server_requests`, found by `source`)."""
     # a log holds few distinct paths: each is matched once, not once a line
     paths = server["path"].drop_nulls().unique()
     inference = paths.filter(paths.str.contains(INFERENCE_PATH_RE))
@@ -28,7 +34,7 @@ def inference_records(server: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("event"))
         .sort("at", maintain_order=True)["_i"]
     )
-    return server[order]
+    return server.select(RECORD_COLUMNS)[order]
 
 
 ID_PREFIX_RE = r"^(?:chat)?cmpl-"

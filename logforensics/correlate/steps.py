@@ -32,7 +32,7 @@ def assign_steps(client: pl.DataFrame) -> pl.DataFrame:
         return client
     if "concurrency" in client.columns:
         client = client.with_columns(pl.coalesce("step", "concurrency").alias("step"))
-    if client.filter(~pl.col("warmup"))["step"].is_not_null().all():
+    if client.select(pl.col("step").filter(~pl.col("warmup")).is_not_null().all()).item():
         return client
     ordered = client.sort("run", "started_at", nulls_last=True)
     starts = pl.col("started_at")
@@ -80,11 +80,15 @@ def busy_at_start(
     """
     if stats is None or stats.is_empty() or "arrived_at" not in client.columns:
         return {}
-    logging = client.filter(pl.col("arrived_at").is_not_null())["reached_instance"].unique()
+    logging = client.select(
+        pl.col("reached_instance").filter(pl.col("arrived_at").is_not_null()).unique()
+    ).to_series()
     if logging.is_empty():
         return {}
     shift = pl.duration(microseconds=int(round(offset_s * 1e6)))
-    measured = client.filter(~pl.col("warmup") & pl.col("started_at").is_not_null())
+    measured = client.select("run", "step", "started_at", "arrived_at", "reached_instance").filter(
+        ~client["warmup"] & client["started_at"].is_not_null()
+    )
     starts = measured.group_by("run", "step").agg((pl.col("started_at").min() + shift).alias("at"))
     first_arrival = (
         measured.filter(pl.col("arrived_at").is_not_null())
@@ -147,8 +151,7 @@ def summarise(
         return []
     upstreams = (
         sorted(
-            client.filter(pl.col("proxy_delivery") == "reached")
-            .select(upstream_name())
+            client.select(upstream_name().filter(pl.col("proxy_delivery") == "reached"))
             .to_series()
             .drop_nulls()
             .unique()

@@ -127,15 +127,18 @@ def failure_moments(facts: Facts, t: Thresholds) -> pl.DataFrame:
 def _after_death(facts: Facts, moments: pl.DataFrame) -> pl.Series:
     """Failures that went to an instance at or after it failed, before it served again."""
     first = moments.group_by("instance").agg(pl.col("failed_at").min())
+    # (only the columns read here: a filter or join copies every column it is given)
     served_again = (
-        facts.measured.filter(pl.col("ok").eq(True))
+        facts.measured.select("target", "w_start", "ok")
+        .filter(pl.col("ok").eq(True))
         .join(first, left_on="target", right_on="instance")
         .filter(pl.col("w_start") > pl.col("failed_at"))
         .group_by("target")
         .agg(pl.col("w_start").min().alias("recovered_at"))
     )
     hit = (
-        facts.failures.join(first, left_on="target", right_on="instance")
+        facts.failures.select("fid", "target", "w_start", "w_end")
+        .join(first, left_on="target", right_on="instance")
         .join(served_again, on="target", how="left")
         .filter(
             (pl.col("w_end") >= pl.col("failed_at") - STAMP_SLACK)
