@@ -40,6 +40,8 @@ import polars as pl
 from logforensics import model, timeparse
 from logforensics.ingest import LINE_FORMATS, register_file_format
 from logforensics.ingest.base import (
+    BATCH_BYTES,
+    BATCHED_ABOVE,
     BatchesMisread,
     FileFormat,
     LineFormat,
@@ -521,12 +523,6 @@ def ordered_line_formats() -> list[LineFormat]:
     return list(LINE_FORMATS.values())
 
 
-# A log bigger than BATCHED_ABOVE bytes is parsed in batches of about BATCH_BYTES: one
-# batch's text and working columns are held at a time instead of the whole file's
-# (`parse_in_batches`). A smaller one is read whole: batches cost polars' per-call overheads
-# (5M-short bench, 190 MB logs in 32 MiB batches: 1 s more for 300 MB less at the peak).
-BATCH_BYTES = 128 << 20
-BATCHED_ABOVE = 2 * BATCH_BYTES
 # Lines with no stamp of their own held back for the next batch's first stamp (their
 # precision is the gap up to it): past this many batches, the file is read whole instead.
 PENDING_BATCHES = 4
