@@ -156,13 +156,18 @@ def time_range(analysis: Analysis) -> tuple[dt.datetime, dt.datetime] | None:
     An instance log often covers hours around the test; the charts show the test.
     """
     shift = _shift(analysis)
-    reqs = analysis.measured.filter(pl.col("started_at").is_not_null())
-    if reqs.height:
-        lo, hi = reqs.select(
+    # (lazy: the filter then reads only the columns selected after it)
+    timed = analysis.measured.lazy().filter(pl.col("started_at").is_not_null())
+    n, lo, hi = (
+        timed.select(
+            pl.len().alias("n"),
             (pl.col("started_at") + shift).min().alias("lo"),
             (pl.coalesce("ended_at", "started_at") + shift).max().alias("hi"),
-        ).row(0)
-    else:
+        )
+        .collect()
+        .row(0)
+    )
+    if not n:
         stats = analysis.tables["engine_stats"].filter(pl.col("at").is_not_null())
         if stats.is_empty():
             return None
@@ -184,9 +189,6 @@ def count_bins(times: pl.Series, step_s: int) -> tuple[Bins, np.ndarray]:
 
 def timeline(analysis: Analysis) -> TimelineSeries | None:
     shift = _shift(analysis)
-    reqs = analysis.measured.filter(pl.col("started_at").is_not_null())
-    if reqs.is_empty():
-        return None
     lane = (
         pl.when(pl.col("instance").is_not_null())
         .then(pl.col("instance"))
@@ -196,12 +198,20 @@ def timeline(analysis: Analysis) -> TimelineSeries | None:
         .then(pl.lit(UNREACHED_LANE))
         .otherwise(pl.lit(UNKNOWN_LANE))
     )
-    reqs = reqs.select(
-        lane.alias("lane"),
-        pl.col("ok").fill_null(False),
-        (pl.col("started_at") + shift).alias("s"),
-        (pl.coalesce("ended_at", "started_at") + shift).alias("e"),
-    ).sort("s")
+    reqs = (
+        analysis.measured.lazy()
+        .filter(pl.col("started_at").is_not_null())
+        .select(
+            lane.alias("lane"),
+            pl.col("ok").fill_null(False),
+            (pl.col("started_at") + shift).alias("s"),
+            (pl.coalesce("ended_at", "started_at") + shift).alias("e"),
+        )
+        .collect()
+        .sort("s")
+    )
+    if reqs.is_empty():
+        return None
     lanes = [*analysis.instances, UNREACHED_LANE]
     if (reqs["lane"] == UNKNOWN_LANE).any():
         lanes.append(UNKNOWN_LANE)
@@ -276,11 +286,13 @@ def failure_spans(analysis: Analysis) -> list[tuple[float, float]]:
     """Failed requests' [start, end] on the servers' clock, merged; at most MAX_SPANS."""
     shift = _shift(analysis)
     failed = (
-        analysis.measured.filter(~pl.col("ok") & pl.col("started_at").is_not_null())
+        analysis.measured.lazy()
+        .filter(~pl.col("ok") & pl.col("started_at").is_not_null())
         .select(
             (pl.col("started_at") + shift).alias("s"),
             (pl.coalesce("ended_at", "started_at") + shift).alias("e"),
         )
+        .collect()
         .sort("s")
     )
     if failed.is_empty():
