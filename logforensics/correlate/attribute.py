@@ -25,6 +25,7 @@ from logforensics.correlate.records import (
     engine_requests,
     inference_records,
     seconds,
+    timed_requests,
     with_request_keys,
 )
 
@@ -313,17 +314,10 @@ def attribute(
     )
     records = inference_records(server) if records is None else records
     engine = engine_requests(server)
-    timed = (
-        client.with_columns(next_step_starts(client).alias("next_s"))
-        .filter(pl.col("started_at").is_not_null())
-        .select(
-            "_row",
-            "ok",
-            seconds("started_at").alias("s"),
-            seconds("ended_at").alias("e"),
-            "next_s",
-            (pl.col("request_id").is_not_null() & pl.lit(ids_join(client, ids))).alias("has_id"),
-        )
+    timed = timed_requests(
+        client.with_columns(next_step_starts(client).alias("next_s")),
+        "next_s",
+        (pl.col("request_id").is_not_null() & pl.lit(ids_join(client, ids))).alias("has_id"),
     )
     unpinned = timed.join(ids.select("_row"), on="_row", how="anti")
     by_lifecycle, unclaimed = match_lifecycle(

@@ -28,6 +28,7 @@ from logforensics.correlate.records import (
     MATCH_TOLERANCE_S,
     inference_records,
     seconds,
+    timed_requests,
 )
 
 MAPPING_MIN_FIT = 0.5  # share of an upstream's lines an instance must echo to be it
@@ -465,18 +466,7 @@ def attribute(
         pl.col("_src").last().alias("instance")
     )
     address_to_instance = {a: f.instance for a, f in mapping.items() if f.instance}
-    timed = (
-        rows.lazy()
-        .filter(pl.col("started_at").is_not_null())
-        .select(
-            "_row",
-            "ok",
-            seconds("started_at").alias("s"),
-            seconds("ended_at").alias("e"),
-            pl.col("instance").alias("_served_by"),
-        )
-        .collect()
-    )
+    timed = timed_requests(rows, pl.col("instance").alias("_served_by"))
     inference = with_last_upstream(inference, "proxy_upstream")
     lines = inference.with_columns(
         pl.col("proxy_upstream")

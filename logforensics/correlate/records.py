@@ -14,6 +14,19 @@ def seconds(col: str) -> pl.Expr:
     return pl.col(col).dt.epoch("us") / 1e6
 
 
+def timed_requests(requests: pl.DataFrame, *extra: pl.Expr | str) -> pl.DataFrame:
+    """The requests with a start, as the matchers read them: `_row`, `ok`, `s` and `e`
+    (start and end, epoch seconds) and `extra`; only those columns are copied."""
+    return (
+        requests.lazy()
+        .filter(pl.col("started_at").is_not_null())
+        .select(
+            "_row", "ok", seconds("started_at").alias("s"), seconds("ended_at").alias("e"), *extra
+        )
+        .collect()
+    )
+
+
 # what the clock fit, the matching and the upstream mapping read of a record
 RECORD_COLUMNS = ("instance", "at", "at_precision_s", "http_status", "source")
 
