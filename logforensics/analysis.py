@@ -338,7 +338,7 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         addresses=inputs.addresses,
     )
     record_count = records.height
-    del records  # every server row gathered again (a third of the tables): not needed past here
+    del records  # a row for every inference access line: not needed past here
     requests, proxy_clock = proxy.attribute(
         requests, tables["proxy_requests"], upstreams, options.proxy_offset_s
     )
