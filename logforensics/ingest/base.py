@@ -41,6 +41,11 @@ class InputError(Exception):
     """A file that cannot be read at all; the message names the file (and line)."""
 
 
+# polars' CSV reader as a line splitter: the ASCII unit separator as the field separator (a
+# file holding one is split in Python instead), no quoting, one text column
+AS_LINES = dict(has_header=False, separator="\x1f", quote_char=None, schema={"text": pl.Utf8})
+
+
 class BatchesMisread(Exception):
     """A file's batches did not come out as its lines (see `SourceFile.line_batches`)."""
 
@@ -195,17 +200,10 @@ class SourceFile:
 
     def _native_batches(self, count: int, facts: dict, size: int) -> Iterator[pl.DataFrame]:
         rows = max(1, count * size // max(1, self.path.stat().st_size))
-        scan = pl.scan_csv(
-            self.path, has_header=False, separator="\x1f", quote_char=None, schema={"text": pl.Utf8}
-        )
         first = 1
         try:
-            for frame in scan.collect_batches(chunk_size=rows):
-                text = pl.col("text").fill_null("") if frame["text"].has_nulls() else pl.col("text")
-                frame = frame.select(
-                    pl.int_range(first, first + pl.len(), dtype=pl.Int64).alias("line_no"),
-                    text.str.strip_chars_end("\r") if facts["cr"] else text,
-                ).rechunk()
+            for read in pl.scan_csv(self.path, **AS_LINES).collect_batches(chunk_size=rows):
+                frame = numbered_lines(read["text"], first, facts["cr"])
                 first += frame.height
                 yield frame
         except pl.exceptions.PolarsError as exc:  # not UTF-8, say: the bytes path reads it
@@ -224,23 +222,13 @@ class SourceFile:
         if "raw" in self.__dict__ or not count or facts["unit_separator"]:
             return None
         try:
-            frame = pl.read_csv(
-                self.path,
-                has_header=False,
-                separator="\x1f",  # ASCII unit separator: files holding one are split here
-                quote_char=None,
-                schema={"text": pl.Utf8},
-            )
+            frame = pl.read_csv(self.path, **AS_LINES)
         except (pl.exceptions.PolarsError, OSError):
             return None
         if frame.height != count:
             return None
         self.facts = {**facts, "undecodable": False}
-        text = pl.col("text").fill_null("") if frame["text"].has_nulls() else pl.col("text")
-        return frame.select(
-            pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("line_no"),
-            text.str.strip_chars_end("\r") if facts["cr"] else text,
-        ).rechunk()  # one chunk, as the split path gives (see proxylogs._format: a 2.1 panic)
+        return numbered_lines(frame["text"], 1, facts["cr"])
 
     @cached_property
     def facts(self) -> dict:
@@ -293,15 +281,13 @@ def lines_of_bytes(data: bytes, first: int = 1) -> tuple[pl.DataFrame, bool]:
     frame, undecodable = None, False
     if b"\x1f" not in data:
         try:
-            frame = pl.read_csv(
-                data, has_header=False, separator="\x1f", quote_char=None, schema={"text": pl.Utf8}
-            )
+            frame = pl.read_csv(data, **AS_LINES)
         except (pl.exceptions.PolarsError, OSError):
             frame = None
         if frame is not None and frame.height != count:
             frame = None
     if frame is not None:
-        text = frame["text"].fill_null("") if frame["text"].has_nulls() else frame["text"]
+        text = frame["text"]
     else:
         try:
             decoded = data.decode("utf-8")
@@ -311,12 +297,22 @@ def lines_of_bytes(data: bytes, first: int = 1) -> tuple[pl.DataFrame, bool]:
         del decoded
         if text.len() and data.endswith(b"\n"):
             text = text.head(text.len() - 1)
-    if b"\r" in data:
-        text = text.str.strip_chars_end("\r")
-    lines = pl.DataFrame({"text": text}).select(
-        pl.int_range(first, first + pl.len(), dtype=pl.Int64).alias("line_no"), "text"
+    return numbered_lines(text, first, b"\r" in data), undecodable
+
+
+def numbered_lines(text: pl.Series, first: int, cr: bool) -> pl.DataFrame:
+    """`line_no` from `first` and `text` (a line polars read as missing is empty; with `cr`,
+    a CR end dropped), in one chunk, as the split path gives (see proxylogs._format: a
+    2.1 panic)."""
+    text = text.fill_null("") if text.has_nulls() else text
+    return (
+        pl.DataFrame({"text": text})
+        .select(
+            pl.int_range(first, first + pl.len(), dtype=pl.Int64).alias("line_no"),
+            pl.col("text").str.strip_chars_end("\r") if cr else pl.col("text"),
+        )
+        .rechunk()
     )
-    return lines.rechunk(), undecodable
 
 
 def byte_facts(data: bytes, undecodable: bool | None = None) -> dict:
