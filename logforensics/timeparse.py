@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import polars as pl
 
+# As leniently as the sniffed formats read (`parse_iso`): RFC 3339's lower-case "t" and
+# "z", and a one-digit month, day, hour, minute or second (`%m`, `%H`, … take them).
 ISO_RE = (
-    r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(?:[.,](\d{1,9}))?\d*"
-    r"\s*(Z|[+-]\d{2}:?\d{2})?$"
+    r"^(\d{4}-\d{1,2}-\d{1,2})[Tt ](\d{1,2}:\d{1,2}:\d{1,2})(?:[.,](\d{1,9}))?\d*"
+    r"\s*([Zz]|[+-]\d{2}:?\d{2})?$"
 )
 
 
@@ -34,7 +36,7 @@ def iso_to_utc(text: pl.Expr, assume_tz: str = "UTC") -> pl.Expr:
     frac = parts.struct.field("3").fill_null("0")
     zone = (
         parts.struct.field("4")
-        .str.replace("Z", "+00:00")
+        .str.replace(r"^[Zz]$", "+00:00")
         .str.replace(r"^([+-]\d{2})(\d{2})$", "${1}:${2}")
     )
     base = pl.concat_str([date, pl.lit("T"), clock, pl.lit("."), frac])
@@ -183,14 +185,42 @@ FAST_ISO_FORMATS = (
 SNIFF_SAMPLE = 200
 
 
+# A UTC stamp with a fraction, ASCII only (a client's `datetime.isoformat()` + "Z", Go's
+# RFC3339Nano): sliced (`sliced_runtime_stamp_to_utc`), a
+# column of them is read 2× faster than by a format string.
+ZULU_STAMP_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{1,9}Z$"
+
+
 def parse_iso(values: pl.Series, assume_tz: str = "UTC") -> pl.Series:
     """ISO 8601 text to UTC µs, the format sniffed once per column, not per line.
 
-    The first explicit format that reads a whole sample is applied to the
-    column; only the rows it misses (mixed styles, commas, odd offsets) take
-    the slower regex path. Unreadable values are null.
+    A column whose first values are all UTC stamps with a fraction is read by
+    slicing (one regex says which rows are such stamps; the others take the
+    path below). Otherwise the first explicit format that reads a whole sample
+    is applied to the column; only the rows it misses (mixed styles, commas,
+    odd offsets) take the slower regex path. Unreadable values are null.
     """
     text = values.cast(pl.Utf8)
+    head = text.head(SNIFF_SAMPLE).drop_nulls()
+    if head.len() and head.str.contains(ZULU_STAMP_RE).all():
+        return _sliced_zulu(text, assume_tz).alias(values.name)
+    return _sniffed_iso(text, assume_tz).alias(values.name)
+
+
+def _sliced_zulu(text: pl.Series, assume_tz: str) -> pl.Series:
+    """`parse_iso` of a column of mostly UTC stamps with a fraction: those sliced, the
+    rest (if any) read by the sniffed path."""
+    frame = pl.DataFrame({"v": text})
+    zulu = frame.select(pl.col("v").str.contains(ZULU_STAMP_RE)).to_series()
+    end = pl.when(pl.lit(zulu)).then(pl.col("v").str.len_bytes().cast(pl.Int64))
+    out = frame.select(sliced_runtime_stamp_to_utc(pl.col("v"), end)).to_series()
+    rest = (~zulu).arg_true()  # null values are null in `zulu` and skipped here
+    if rest.len():
+        out = out.scatter(rest, _sniffed_iso(text.gather(rest), assume_tz))
+    return out
+
+
+def _sniffed_iso(text: pl.Series, assume_tz: str) -> pl.Series:
     if text.str.contains(r"^\s|\s$").any():
         text = text.str.strip_chars()
     present = text.is_not_null() & (text != "")
@@ -221,4 +251,4 @@ def parse_iso(values: pl.Series, assume_tz: str = "UTC") -> pl.Series:
     if missed.len():
         slow = pl.DataFrame({"v": text.gather(missed)}).select(iso_to_utc(pl.col("v"), assume_tz))
         out = out.scatter(missed, slow.to_series())
-    return out.alias(values.name)
+    return out

@@ -2,6 +2,8 @@ import datetime as dt
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from logforensics import timeparse
 
@@ -89,3 +91,33 @@ def test_time_of_day_is_dated_by_its_neighbours_and_rolls_over_midnight():
         "2026-02-24T23:59:57+00:00",  # another rank's line, seconds back: the same day
         "2026-02-25T00:00:01+00:00",
     ]
+
+
+ZULU = "2026-02-24T06:16:03.482913Z"
+stamp_pieces = st.tuples(
+    st.sampled_from(["2026", "2028", "1999", "0000", "20a6"]),
+    st.sampled_from(["-02-", "-12-", "-13-", "-2-", "/02/"]),
+    st.sampled_from(["24", "29", "31", "00"]),
+    st.sampled_from(["T", " ", "t"]),
+    st.sampled_from(["06:16:03", "23:59:59", "24:00:00", "06:16:60", "6:16:03", "06:1:3"]),
+    st.sampled_from(["", ".", ","]),
+    st.text("0123456789", max_size=12),
+    st.sampled_from(["Z", "", "z", "+09:00", "-0500", " Z", "Z ", "Zx"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(stamp_pieces.map("".join) | st.none(), min_size=1, max_size=30))
+def test_parse_iso_reads_what_the_regex_path_reads(values):
+    """Whichever path `parse_iso` takes for a column (UTC stamps sliced, a sniffed format,
+    the regex), each value's instant is the one `iso_to_utc` reads from it alone."""
+    column = pl.DataFrame({"v": pl.Series(values, dtype=pl.Utf8)})
+    micros = column.select(timeparse.iso_to_utc(pl.col("v")).alias("t"))["t"].cast(pl.Int64)
+    expected = micros.to_list()  # as integers: year 0 is no Python datetime
+    got = timeparse.parse_iso(column["v"])
+    assert got.dtype == pl.Datetime("us", "UTC")
+    assert got.cast(pl.Int64).to_list() == expected
+    # after a head of UTC stamps with a fraction, the column is read by slicing
+    padded = timeparse.parse_iso(pl.Series([ZULU] * timeparse.SNIFF_SAMPLE + values))
+    assert padded.cast(pl.Int64).to_list()[timeparse.SNIFF_SAMPLE :] == expected
+    assert padded[0] == dt.datetime(2026, 2, 24, 6, 16, 3, 482913, tzinfo=UTC)
