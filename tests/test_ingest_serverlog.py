@@ -727,3 +727,29 @@ def test_a_record_line_cut_short_is_unparsed_not_noise(tmp_path):
     assert (result.lines, result.parsed, result.noise) == (5, 2, 1)
     assert [line for line, _ in result.unparsed_examples] == [3, 4]
     assert result.tables["engine_stats"].height == 1
+
+
+def test_vllm_stamp_split_as_its_whole_regex_reads_it():
+    """The stamp's groups and `msg` (sliced after the stamp) are what VLLM_STAMP_RE, read
+    by Python's own engine, captures from each line; a line the gate passes but the regex
+    does not keeps its whole text as `msg`."""
+    import re
+
+    from logforensics.ingest.serverlog import VLLM_STAMP_RE, split_prefixes
+
+    lines = [
+        "INFO 02-24 06:16:03 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s",
+        "WARNING 02-24 06:16:04 metrics.py:351] old layout",
+        "DEBUG 02-24 06:16:05 [v1/engine/core.py:12] débit 10 µs — ünïcode",
+        "INFO 02-24 06:16:06.123 [api_server.py:9] ascend's milliseconds",
+        "ERROR 02-24 06:16:07 no file at all",
+        "INFO 2 is not a stamp",
+        "CRITICAL 02-24 06:16:08 [x.py:1] ",
+        "INFO 02-24 06:16:09 [modèle.py:3] a file name not ASCII",
+    ]
+    frame = split_prefixes(
+        pl.DataFrame({"line_no": range(1, len(lines) + 1), "text": lines}), "vllm-0", 2026
+    )
+    for line, (level, msg) in zip(lines, frame.select("level", "msg").iter_rows(), strict=True):
+        match = re.match(VLLM_STAMP_RE, line)
+        assert (level, msg) == ((match["level"], match["msg"]) if match else (None, line))

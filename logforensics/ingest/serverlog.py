@@ -87,11 +87,12 @@ PROCESS_TAG_RE = r"^(?:\([^()]*\bpid=\d+\)\s+)+"
 # vLLM: "INFO 02-24 06:16:03 [loggers.py:123] msg"; old: "metrics.py:351] msg";
 # DEBUG builds: "[v1/engine/core.py:12]", "[model_executor/.../fp8_utils.py:3]";
 # vllm-ascend appends ".%03d" to the time.
-VLLM_STAMP_RE = (
+VLLM_STAMP_HEAD_RE = (
     r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
     r"(?P<md>\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?P<mdfrac>\.\d+)? "
-    r"(?:\[?[^\s\[\]]+\.py:\d+\]? )?(?P<msg>.*)$"
+    r"(?:\[?[^\s\[\]]+\.py:\d+\]? )?"
 )
+VLLM_STAMP_RE = VLLM_STAMP_HEAD_RE + r"(?P<msg>.*)$"  # a line holds no "\n": `msg` is the rest
 # Line formats a proxy's or gateway's own stdout shares with a model server's.
 SHARED_FORMATS = {"uvicorn_access", "python_traceback"}
 RUNTIME_PRECISION_S = 1e-6  # fractional stamps are kept to the microsecond
@@ -277,17 +278,35 @@ def _open_gates(frame: pl.DataFrame, first: int) -> dict[str, pl.Series]:
 
 
 def _vllm_groups(frame: pl.DataFrame, carries: pl.Series) -> list[pl.Series]:
-    """VLLM_STAMP_RE's groups, matched on the lines its gate passes only."""
+    """VLLM_STAMP_RE's groups, matched on the lines its gate passes only. The regex reads
+    the stamp (VLLM_STAMP_HEAD_RE) and `msg` is sliced after it: captures over the rest
+    of a long stats line cost 5× the match."""
     if carries.all():
-        return frame["_rest"].str.extract_groups(VLLM_STAMP_RE).struct.unnest().get_columns()
+        return _vllm_stamp_groups(frame["_rest"]).get_columns()
     where = carries.arg_true()
-    groups = frame["_rest"].gather(where).str.extract_groups(VLLM_STAMP_RE).struct.unnest()
+    groups = _vllm_stamp_groups(frame["_rest"].gather(where))
     return [
         pl.repeat(None, frame.height, dtype=values.dtype, eager=True)
         .scatter(where, values)
         .alias(values.name)
         for values in groups.get_columns()
     ]
+
+
+def _vllm_stamp_groups(rest: pl.Series) -> pl.DataFrame:
+    head = re.compile(VLLM_STAMP_HEAD_RE).groupindex
+    matched = rest.str.extract_groups(f"^(?P<_stamp>{VLLM_STAMP_HEAD_RE.removeprefix('^')})")
+    stamp = pl.col("_stamp")
+    return (
+        pl.DataFrame({"_rest": rest, "_g": matched})
+        .unnest("_g")
+        .select(
+            *head,
+            pl.when(stamp.is_not_null())
+            .then(pl.col("_rest").str.slice(stamp.str.len_chars()))
+            .alias("msg"),
+        )
+    )
 
 
 def _strip_prefixes(lines: pl.DataFrame) -> tuple[pl.DataFrame, set[str]]:
