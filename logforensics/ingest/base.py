@@ -29,10 +29,13 @@ from logforensics.ingest.shapes import shapes_of
 SNIFF_LINES = 40
 # A text log bigger than BATCHED_ABOVE bytes is parsed in batches of about BATCH_BYTES
 # (`serverlog.parse_in_batches`): one batch's text and working columns are held at a
-# time instead of the whole file's.
-# A smaller one is read whole: batches cost polars' per-call overheads (5M-short bench,
-# 190 MB logs in 32 MiB batches: 1 s more for 300 MB less at the peak).
-BATCH_BYTES = 128 << 20
+# time instead of the whole file's. Each batch costs polars' per-call overheads (a few
+# ms a line format); memory not touched saves the kernel's page faults, which on a
+# virtual machine cost more than those overheads. The 5M-short bench (three 170-195 MB
+# logs), whole against 32 MiB batches, alternated: peak 2.0-2.2 GB against 1.4-1.5 GB,
+# CPU time within the noise (user 7.1-8.8 s both), kernel time 2.0-8.7 s against
+# 1.7-4.4 s while the machine's neighbours were busy; below 32 MiB the peak stays.
+BATCH_BYTES = 32 << 20
 BATCHED_ABOVE = 2 * BATCH_BYTES
 UNPARSED_EXAMPLES = 5
 
