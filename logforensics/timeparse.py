@@ -221,6 +221,7 @@ def _sliced_zulu(text: pl.Series, assume_tz: str) -> pl.Series:
 
 
 def _sniffed_iso(text: pl.Series, assume_tz: str) -> pl.Series:
+    """`parse_iso` by the first format that reads a whole sample, the regex where it misses."""
     if text.str.contains(r"^\s|\s$").any():
         text = text.str.strip_chars()
     present = text.is_not_null() & (text != "")

@@ -44,11 +44,19 @@ from pathlib import Path
 import polars as pl
 
 from logforensics.ingest import FILE_FORMATS, ParseContext, SourceFile, detect
+from logforensics.ingest.serverlog import split_prefixes
 from logforensics.model import source_label
 from logforensics.model import source_labels as labels
 
 UTC = dt.timezone.utc
 CTX = ParseContext(year=2026)
+
+
+def prefixes_split(lines: list[str]) -> pl.DataFrame:
+    """`split_prefixes` of lines numbered from 1, as one instance's (vllm-0, 2026)."""
+    return split_prefixes(
+        pl.DataFrame({"line_no": range(1, len(lines) + 1), "text": lines}), "vllm-0", 2026
+    )
 
 
 def parse(tmp_path: Path, text: str, name: str = "instance-1.log"):
@@ -635,8 +643,6 @@ def test_runtime_stamps_sliced_read_as_the_generic_format():
 def test_runtime_stamps_beside_other_iso_layers(tmp_path):
     """Sliced runtime stamps and lines the ISO regex reads (no fraction, a CRI tag, a
     journal's unit, a naive stamp) in one file: each layer as the regex alone reads it."""
-    from logforensics.ingest.serverlog import split_prefixes
-
     lines = [
         '2026-02-24T06:16:03.25Z INFO:     10.0.0.2:1 - "GET /health HTTP/1.1" 200 OK',
         '2026-02-24T06:16:04Z INFO:     10.0.0.2:2 - "GET /health HTTP/1.1" 200 OK',
@@ -646,9 +652,7 @@ def test_runtime_stamps_beside_other_iso_layers(tmp_path):
         "(APIServer pid=1) no stamp at all",
         "2026-02-24T06:16:08.125Z [x]: not a journal unit",
     ]
-    frame = split_prefixes(
-        pl.DataFrame({"line_no": range(1, len(lines) + 1), "text": lines}), "vllm-0", 2026
-    )
+    frame = prefixes_split(lines)
     utc = dt.timezone.utc
     assert frame["body"].to_list() == [
         'INFO:     10.0.0.2:1 - "GET /health HTTP/1.1" 200 OK',
@@ -695,8 +699,6 @@ def test_v1_stats_layout_read_as_each_field_reads_it():
 
 
 def test_runtime_stamp_of_no_such_day_borrows_the_neighbours_time():
-    from logforensics.ingest.serverlog import split_prefixes
-
     lines = ["2026-02-24T06:16:03.25Z a", "2026-02-30T06:16:09.5Z b", "2026-02-24T06:16:04Z c"]
     frame = split_prefixes(pl.DataFrame({"line_no": [1, 2, 3], "text": lines}), "x", 2026)
     at = dt.datetime(2026, 2, 24, 6, 16, 3, 250000, tzinfo=dt.timezone.utc)
@@ -735,7 +737,7 @@ def test_vllm_stamp_split_as_its_whole_regex_reads_it():
     does not keeps its whole text as `msg`."""
     import re
 
-    from logforensics.ingest.serverlog import VLLM_STAMP_RE, split_prefixes
+    from logforensics.ingest.serverlog import VLLM_STAMP_RE
 
     lines = [
         "INFO 02-24 06:16:03 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s",
@@ -747,9 +749,7 @@ def test_vllm_stamp_split_as_its_whole_regex_reads_it():
         "CRITICAL 02-24 06:16:08 [x.py:1] ",
         "INFO 02-24 06:16:09 [modèle.py:3] a file name not ASCII",
     ]
-    frame = split_prefixes(
-        pl.DataFrame({"line_no": range(1, len(lines) + 1), "text": lines}), "vllm-0", 2026
-    )
+    frame = prefixes_split(lines)
     for line, (level, msg) in zip(lines, frame.select("level", "msg").iter_rows(), strict=True):
         match = re.match(VLLM_STAMP_RE, line)
         assert (level, msg) == ((match["level"], match["msg"]) if match else (None, line))
