@@ -186,8 +186,8 @@ SNIFF_SAMPLE = 200
 
 
 # A UTC stamp with a fraction, ASCII only (a client's `datetime.isoformat()` + "Z", Go's
-# RFC3339Nano): sliced (`sliced_runtime_stamp_to_utc`), a
-# column of them is read 2× faster than by a format string.
+# RFC3339Nano): `sliced_runtime_stamp_to_utc` reads a column of them 2× faster than the
+# format string `%Y-%m-%dT%H:%M:%S%.fZ` does.
 ZULU_STAMP_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{1,9}Z$"
 
 

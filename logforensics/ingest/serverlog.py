@@ -294,6 +294,7 @@ def _vllm_groups(frame: pl.DataFrame, carries: pl.Series) -> list[pl.Series]:
 
 
 def _vllm_stamp_groups(rest: pl.Series) -> pl.DataFrame:
+    """VLLM_STAMP_RE's groups of each line (null where it does not match)."""
     head = re.compile(VLLM_STAMP_HEAD_RE).groupindex
     matched = rest.str.extract_groups(f"^(?P<_stamp>{VLLM_STAMP_HEAD_RE.removeprefix('^')})")
     stamp = pl.col("_stamp")
