@@ -294,19 +294,11 @@ def _vllm_groups(frame: pl.DataFrame, carries: pl.Series) -> list[pl.Series]:
 
 
 def _vllm_stamp_groups(rest: pl.Series) -> pl.DataFrame:
-    """VLLM_STAMP_RE's groups of each line (null where it does not match)."""
-    head = re.compile(VLLM_STAMP_HEAD_RE).groupindex
-    matched = rest.str.extract_groups(f"^(?P<_stamp>{VLLM_STAMP_HEAD_RE.removeprefix('^')})")
-    stamp = pl.col("_stamp")
-    return (
-        pl.DataFrame({"_rest": rest, "_g": matched})
-        .unnest("_g")
-        .select(
-            *head,
-            pl.when(stamp.is_not_null())
-            .then(pl.col("_rest").str.slice(stamp.str.len_chars()))
-            .alias("msg"),
-        )
+    """VLLM_STAMP_RE's groups of each line (null where it does not match): the stamp
+    peeled (`_peel`), `msg` the rest of a line that has one."""
+    after, groups = _peel(rest, VLLM_STAMP_HEAD_RE)
+    return pl.DataFrame({**groups, "msg": after}).with_columns(
+        pl.when(pl.col("level").is_not_null()).then(pl.col("msg")).alias("msg")
     )
 
 
