@@ -23,6 +23,7 @@ import re
 
 import polars as pl
 
+from logforensics import model
 from logforensics.analysis import Analysis, Finding
 
 # Columns that are traceability or vocabulary, never redacted.
@@ -186,7 +187,7 @@ class Redactor:
         if cols:
             frame = frame.sort(cols, nulls_last=True)
         for col in frame.columns:
-            if frame.schema[col] != pl.Utf8:
+            if not _is_text(frame.schema[col]):
                 continue
             values = frame[col].drop_nulls().unique(maintain_order=True).to_list()
             if col in MARKER_COLUMNS:
@@ -206,7 +207,7 @@ class Redactor:
         """Every text column of a table, redacted; the `source` columns kept."""
         replaced = []
         for col, dtype in frame.schema.items():
-            if dtype != pl.Utf8 or col in KEEP_COLUMNS or frame.is_empty():
+            if not _is_text(dtype) or col in KEEP_COLUMNS or frame.is_empty():
                 continue
             if col in MARKER_COLUMNS:
                 fn = self.prompt
@@ -220,8 +221,13 @@ class Redactor:
             mapping = {v: fn(v) for v in values}
             changed = {k: v for k, v in mapping.items() if k != v}
             if changed:
-                replaced.append(pl.col(col).replace(changed))
+                replaced.append(pl.col(col).cast(pl.Utf8).replace(changed).cast(dtype))
         return frame.with_columns(replaced) if replaced else frame
+
+
+def _is_text(dtype: pl.DataType) -> bool:
+    """A column of text: strings, or labels (the tables' categoricals, `model.LABEL`)."""
+    return dtype == pl.Utf8 or dtype == model.LABEL
 
 
 def _strings(value, fn):

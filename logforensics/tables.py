@@ -29,7 +29,7 @@ from logforensics.ingest.inputs import Read
 from logforensics.ingest.sources import Duplicate
 
 TABLES_FORMAT = "logforensics-tables"
-TABLES_VERSION = 1
+TABLES_VERSION = 2  # 2: label columns are categoricals (`model.LABEL`)
 
 
 class TablesError(Exception):

@@ -811,5 +811,5 @@ def test_nginx_json_lines_of_a_real_crash(tmp_path):
     rows = result.table("proxy_requests")
     assert rows.height == 41 and rows["request_id"].is_not_null().all()
     # a retry (proxy_next_upstream) lists both attempts, as nginx wrote them
-    tried = set(rows["upstream"].drop_nulls().str.split(", ").explode())
+    tried = set(rows["upstream"].drop_nulls().cast(pl.Utf8).str.split(", ").explode())
     assert tried == {"127.0.0.1:8001", "127.0.0.1:8002"}

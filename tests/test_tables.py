@@ -60,6 +60,29 @@ def test_datasets_of_two_separate_ingests_combine_as_one_run(tmp_path, monkeypat
     assert combined == direct
 
 
+def test_labels_written_as_plain_strings_read_as_the_tool_writes_them(tmp_path, monkeypatch):
+    """Another engine writing the dataset holds no categoricals: its label columns are
+    plain strings. They are read as labels, and the analysis is the same."""
+    import polars as pl
+
+    from logforensics import model
+
+    monkeypatch.chdir(tmp_path)
+    bundle, _, _ = generate.ensure(30_000, tmp_path / "scratch")
+    runner = CliRunner()
+    ingest(runner, [bundle], tmp_path / "whole")
+    direct = analysis_json(runner, ["--tables", "whole"], tmp_path / "direct.json")
+    relabelled = 0
+    for parquet in (tmp_path / "whole").glob("files/*/*.parquet"):
+        frame = pl.read_parquet(parquet)
+        labels = [c for c, dtype in frame.schema.items() if dtype == model.LABEL]
+        assert labels == [c for c, d in model.SCHEMAS[parquet.stem].items() if d == model.LABEL]
+        frame.with_columns(pl.col(labels).cast(pl.Utf8)).write_parquet(parquet)
+        relabelled += frame.height > 0 and bool(labels)
+    assert relabelled >= 3  # the instances' and the proxy's rows, at least
+    assert analysis_json(runner, ["--tables", "whole"], tmp_path / "plain.json") == direct
+
+
 def test_the_same_file_in_two_datasets_is_read_once(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     shutil.copytree(FIXTURES / "seed-two-instances", tmp_path / "seed")

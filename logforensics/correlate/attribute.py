@@ -109,7 +109,7 @@ def identity_matches(client: pl.DataFrame, server: pl.DataFrame, offset_s: float
 
 IDENTITY_MATCHES = {
     "_row": pl.UInt32,
-    "instance": pl.Utf8,
+    "instance": model.LABEL,
     "match_key": pl.Utf8,
     "engine_key": pl.Utf8,
     "server_source": model.SOURCE,
@@ -240,7 +240,7 @@ def match_lifecycle(
 
 LIFECYCLE_MATCHES = {
     "_row": pl.UInt32,
-    "instance": pl.Utf8,
+    "instance": model.LABEL,
     "engine_key": pl.Utf8,
     "ambiguous": pl.Boolean,
 }
@@ -300,7 +300,7 @@ def attribute(
     )
     by_identity = ids.select(
         "_row",
-        pl.col("instance").cast(pl.Utf8),
+        pl.col("instance").cast(model.LABEL),
         pl.col("match_key").cast(pl.Utf8),
         pl.lit(False).alias("ambiguous"),
         pl.col("server_source").cast(model.SOURCE),
@@ -437,7 +437,7 @@ def place_unrecorded(
     """
     schema = {
         "_row": pl.UInt32,
-        "instance": pl.Utf8,
+        "instance": model.LABEL,
         "match_key": pl.Utf8,
         "ambiguous": pl.Boolean,
         "server_source": model.SOURCE,

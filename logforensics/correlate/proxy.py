@@ -24,9 +24,9 @@ from logforensics.correlate.clock import ClockFit, estimate_offset, head_span
 from logforensics.correlate.pairing import pair_windows
 from logforensics.correlate.records import (
     ID_PREFIX_RE,
-    INFERENCE_PATH_RE,
     MATCH_TOLERANCE_S,
     inference_records,
+    is_inference_path,
     seconds,
     timed_requests,
 )
@@ -66,13 +66,15 @@ class UpstreamFit:
 
 def last_upstream(col: pl.Expr) -> pl.Expr:
     """nginx lists every attempt (``a, b : c``): the last one gave the answer."""
-    return col.str.split(" : ").list.last().str.split(", ").list.last().str.strip_chars()
+    return (
+        col.cast(pl.Utf8).str.split(" : ").list.last().str.split(", ").list.last().str.strip_chars()
+    )
 
 
 def with_last_upstream(frame: pl.DataFrame, name: str) -> pl.DataFrame:
     """`frame` with column `name`: `last_upstream` of its `upstream`, worked out once per
     distinct value (a log names few upstreams on millions of lines)."""
-    values = frame.select(pl.col("upstream").drop_nulls().unique()).to_series()
+    values = frame.select(pl.col("upstream").drop_nulls().unique().cast(pl.Utf8)).to_series()
     last = pl.DataFrame({"upstream": values}).select(last_upstream(pl.col("upstream"))).to_series()
     return frame.with_columns(
         pl.col("upstream")
@@ -154,7 +156,7 @@ def with_error_log_delivery(proxy: pl.DataFrame, events: pl.DataFrame) -> pl.Dat
     said = (
         decisive.filter(pl.col("upstream").is_not_null())
         .select(
-            pl.col("upstream").alias("_address"),
+            pl.col("upstream").cast(pl.Utf8).alias("_address"),
             pl.col("at").alias("_error_at"),
             pl.col("kind").replace_strict(ERROR_LOG_DELIVERY).alias("_said"),
         )
@@ -422,7 +424,7 @@ def attribute(
     """Add proxy_upstream, proxy_instance, proxy_delivery, proxy_status, proxy_source to each request."""
     columns = {
         "proxy_upstream": pl.Utf8,
-        "proxy_instance": pl.Utf8,
+        "proxy_instance": model.LABEL,
         "proxy_delivery": pl.Utf8,
         "proxy_status": pl.Int64,
         "proxy_source": model.SOURCE,
@@ -437,7 +439,7 @@ def attribute(
     # (`_line`, also its "instance" while matching: each line stands for itself)
     inference = (
         proxy.lazy()  # (lazy: the filter then copies only the columns selected after it)
-        .filter(pl.col("path").is_null() | pl.col("path").str.contains(INFERENCE_PATH_RE))
+        .filter(pl.col("path").is_null() | is_inference_path(proxy["path"]))
         .select("at", "http_status", "request_id", "upstream", "delivery", "source")
         .collect()
         .with_columns(pl.lit(_stamp_precision(proxy)).alias("at_precision_s"))
@@ -470,7 +472,7 @@ def attribute(
     inference = with_last_upstream(inference, "proxy_upstream")
     lines = inference.with_columns(
         pl.col("proxy_upstream")
-        .replace_strict(address_to_instance, default=None, return_dtype=pl.Utf8)
+        .replace_strict(address_to_instance, default=None, return_dtype=model.LABEL)
         .alias("_to")
     )
     taken = np.zeros(inference.height, dtype=bool)  # lines given to a request so far
@@ -517,7 +519,7 @@ def attribute(
         )
         .with_columns(
             pl.col("proxy_upstream")
-            .replace_strict(address_to_instance, default=None, return_dtype=pl.Utf8)
+            .replace_strict(address_to_instance, default=None, return_dtype=model.LABEL)
             .alias("proxy_instance")
         )
     )

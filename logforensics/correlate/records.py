@@ -31,18 +31,20 @@ def timed_requests(requests: pl.DataFrame, *extra: pl.Expr | str) -> pl.DataFram
 RECORD_COLUMNS = ("instance", "at", "at_precision_s", "http_status", "source")
 
 
+def is_inference_path(paths: pl.Series) -> pl.Expr:
+    """Whether each of `paths` (a column of that name) is an inference call's. A log holds
+    few distinct paths: each is matched once, not once a line."""
+    distinct = paths.drop_nulls().unique().cast(pl.Utf8)
+    return pl.col("path").is_in(distinct.filter(distinct.str.contains(INFERENCE_PATH_RE)).implode())
+
+
 def inference_records(server: pl.DataFrame) -> pl.DataFrame:
     """Access lines of inference calls: the records a client request can produce, with
     the columns read of them (`RECORD_COLUMNS`; a record's other fields stay in
     `server_requests`, found by `source`)."""
-    # a log holds few distinct paths: each is matched once, not once a line
-    paths = server["path"].drop_nulls().unique()
-    inference = paths.filter(paths.str.contains(INFERENCE_PATH_RE))
     # the rows' order found on two narrow columns, then all columns gathered once
     order = (
-        server.select(
-            (pl.col("event") == "access") & pl.col("path").is_in(inference.implode()), "at"
-        )
+        server.select((pl.col("event") == "access") & is_inference_path(server["path"]), "at")
         .with_row_index("_i")
         .filter(pl.col("event"))
         .sort("at", maintain_order=True)["_i"]
@@ -112,7 +114,7 @@ def engine_requests(server: pl.DataFrame) -> pl.DataFrame:
 
 
 ENGINE_REQUESTS = {
-    "instance": pl.Utf8,
+    "instance": model.LABEL,
     "engine_key": pl.Utf8,
     "received_at": pl.Datetime("us", "UTC"),
     "at_precision_s": pl.Float64,

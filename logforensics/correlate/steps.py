@@ -96,7 +96,7 @@ def busy_at_start(
         .agg(pl.col("arrived_at").min().alias("_own"))
     )
     looked = (
-        starts.join(pl.DataFrame({"instance": logging.to_list()}), how="cross")
+        starts.join(pl.DataFrame({"instance": logging}), how="cross")
         .sort("instance", "at")
         .join_asof(
             stats.select(

@@ -22,8 +22,8 @@ from logforensics import model
 REQUEST_COLUMNS = {
     "step": pl.Int64,
     "warmup": pl.Boolean,
-    "instance": pl.Utf8,
-    "proxy_instance": pl.Utf8,
+    "instance": model.LABEL,
+    "proxy_instance": model.LABEL,
     "proxy_upstream": pl.Utf8,
     "proxy_delivery": pl.Utf8,
     "proxy_status": pl.Int64,
@@ -131,13 +131,15 @@ class Facts:
 
 
 def with_request_columns(requests: pl.DataFrame) -> pl.DataFrame:
-    """The request frame with every column the rules read (absent ones null)."""
-    absent = [
-        pl.lit(None, dtype=dtype).alias(name)
+    """The request frame with every column the rules read (absent ones null, labels
+    as labels: a frame built of strings joins the tables' instances)."""
+    given = requests.schema
+    fixed = [
+        pl.lit(None, dtype=dtype).alias(name) if name not in given else pl.col(name).cast(dtype)
         for name, dtype in REQUEST_COLUMNS.items()
-        if name not in requests.columns
+        if name not in given or (dtype == model.LABEL and given[name] != dtype)
     ]
-    frame = requests.with_columns(absent) if absent else requests
+    frame = requests.with_columns(fixed) if fixed else requests
     return frame.with_columns(
         pl.col("warmup").fill_null(False), pl.col("reach").fill_null("unknown")
     )
@@ -204,9 +206,9 @@ def _candidates(failures: pl.DataFrame, instances: list[str], pad_s: float) -> p
     own = timed.filter(known).select("fid", pl.col("target").alias("instance"), *window)
     fleet = timed.filter(~known).select("fid", *window)
     if instances and fleet.height:
-        fleet = fleet.join(pl.DataFrame({"instance": instances}), how="cross").select(
-            "fid", "instance", "w_start", "w_until"
-        )
+        fleet = fleet.join(
+            pl.DataFrame({"instance": instances}, schema={"instance": model.LABEL}), how="cross"
+        ).select("fid", "instance", "w_start", "w_until")
     else:
         fleet = own.clear()
     return pl.concat([own, fleet])

@@ -17,6 +17,7 @@ import datetime as dt
 
 import polars as pl
 
+from logforensics import model
 from logforensics.diagnose import kept_in_pool
 from logforensics.diagnose.evidence import Rule, RuleResult, Signal
 from logforensics.diagnose.facts import Facts, at_text, labels
@@ -75,7 +76,7 @@ def last_lines(facts: Facts) -> pl.DataFrame:
             "instance": list(facts.coverage),
             "log_end": [b for _, b in facts.coverage.values()],
         },
-        schema={"instance": pl.Utf8, "log_end": pl.Datetime("us", "UTC")},
+        schema={"instance": model.LABEL, "log_end": pl.Datetime("us", "UTC")},
     )
     return last.join(ends, on="instance", how="left").with_columns(
         pl.max_horizontal("last_row_at", "log_end").alias("last_at")
@@ -90,7 +91,7 @@ def failure_moments(facts: Facts, t: Thresholds) -> pl.DataFrame:
     if test_end is None:
         return pl.DataFrame(
             schema={
-                "instance": pl.Utf8,
+                "instance": model.LABEL,
                 "failed_at": pl.Datetime("us", "UTC"),
                 "how": pl.Utf8,
                 "source": pl.Int64,
@@ -166,7 +167,10 @@ def _unreachable(facts: Facts, t: Thresholds) -> tuple[pl.Series, pl.DataFrame]:
         timed.select("fid", "proxy_upstream", (pl.col("w_start") - pad).alias("from"), "w_end")
         .sort("from")
         .join_asof(
-            errors.select(pl.col("upstream").alias("proxy_upstream"), pl.col("at").alias("err_at")),
+            errors.select(
+                pl.col("upstream").cast(pl.Utf8).alias("proxy_upstream"),
+                pl.col("at").alias("err_at"),
+            ),
             left_on="from",
             right_on="err_at",
             by="proxy_upstream",

@@ -76,8 +76,11 @@ def read_entry(folder: Path) -> tuple[dict, Parsed] | None:
         if (kept := meta.get("result")) is not None:
             prefixes = {int(k): v for k, v in kept["source_prefixes"].items()}
             result = ParseResult(
-                tables={
-                    name: model.source_remap(pl.read_parquet(folder / f"{name}.parquet"), prefixes)
+                tables={  # conformed: another engine may write a label as a plain string
+                    name: model.conform(
+                        name,
+                        model.source_remap(pl.read_parquet(folder / f"{name}.parquet"), prefixes),
+                    )
                     for name in kept["tables"]
                 },
                 lines=kept["lines"],

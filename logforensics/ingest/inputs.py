@@ -315,7 +315,7 @@ def _attribute_scrapes(files, parsed, given: set[Path]) -> None:
             continue
         source.instance = instance
         result.tables = {
-            name: frame.with_columns(pl.lit(instance, dtype=pl.Utf8).alias("instance"))
+            name: frame.with_columns(pl.lit(instance, dtype=model.LABEL).alias("instance"))
             if "instance" in frame.columns
             else frame
             for name, frame in result.tables.items()

@@ -624,7 +624,7 @@ class _Account:
         self.result.noise += noise.len()
         kept = self.tables.setdefault(index, {})
         for table, frame in claim.tables.items():
-            kept.setdefault(table, []).append(model.conform(table, frame))
+            kept.setdefault(table, []).append(model.detached(model.conform(table, frame)))
         if claim.addresses:
             self.addresses.setdefault(index, []).append(claim.addresses)
         if self.fates is not None:
@@ -748,7 +748,7 @@ def _claim_batches(
                 return None
             if following is not None:
                 last = stamped.arg_true()[-1]
-                pending, frame = batch.slice(last + 1), frame.head(last + 1)
+                pending, frame = model.detached(batch.slice(last + 1)), frame.head(last + 1)
             held = 0
             before = own.drop_nulls()[-1]
         elif following is not None and before is not None:
@@ -775,7 +775,7 @@ def _claim_batches(
                 stop = index
                 break
             unclaimed = account.take(index, unclaimed)
-        leftovers.append(unclaimed)
+        leftovers.append(model.detached(unclaimed))
         batch = following
     unclaimed = (
         pl.concat(leftovers)

@@ -96,7 +96,7 @@ def _kinds_of(
     )
     return (
         named.group_by("_row")
-        .agg(pl.col(kind).drop_nulls().unique(maintain_order=True))
+        .agg(pl.col(kind).cast(pl.Utf8).drop_nulls().unique(maintain_order=True))
         .select("_row", pl.col(kind).list.join(", ").alias(alias))
     )
 
