@@ -29,13 +29,14 @@ from logforensics.ingest.shapes import shapes_of
 SNIFF_LINES = 40
 # A text log bigger than BATCHED_ABOVE bytes is parsed in batches of about BATCH_BYTES
 # (`serverlog.parse_in_batches`): one batch's text and working columns are held at a
-# time instead of the whole file's. Each batch costs polars' per-call overheads (a few
-# ms a line format); memory not touched saves the kernel's page faults, which on a
-# virtual machine cost more than those overheads. The 5M-short bench (three 170-195 MB
-# logs), whole against 32 MiB batches, alternated: peak 2.0-2.2 GB against 1.4-1.5 GB,
-# CPU time within the noise (user 7.1-8.8 s both), kernel time 2.0-8.7 s against
-# 1.7-4.4 s while the machine's neighbours were busy; below 32 MiB the peak stays.
-BATCH_BYTES = 32 << 20
+# time instead of the whole file's. Each batch costs polars' per-call overheads (~25 ms
+# a batch of a vLLM log); memory not touched saves the kernel's page faults, which on a
+# virtual machine cost more than those overheads. Under 32 MiB: Python's allocator maps
+# a bytes object of 32 MiB or more afresh from the kernel each time (100-160k page
+# faults a 195 MB log read in 32 MiB batches, 20-27k in 24 MiB ones: 0.5-0.7 s against
+# 0.36-0.41 s). The 5M-short bench, 24 against 16 MiB batches: peak 0.86-0.94 against
+# 0.79-0.87 GB, for 1.0-1.6 s more CPU time (the nginx log's idle formats, per batch).
+BATCH_BYTES = 24 << 20
 BATCHED_ABOVE = 2 * BATCH_BYTES
 UNPARSED_EXAMPLES = 5
 
@@ -47,10 +48,6 @@ class InputError(Exception):
 # polars' CSV reader as a line splitter: the ASCII unit separator as the field separator (a
 # file holding one is split in Python instead), no quoting, one text column
 AS_LINES = dict(has_header=False, separator="\x1f", quote_char=None, schema={"text": pl.Utf8})
-
-
-class BatchesMisread(Exception):
-    """A file's batches did not come out as its lines (see `SourceFile.line_batches`)."""
 
 
 @dataclass
@@ -148,20 +145,15 @@ class SourceFile:
         self.facts = byte_facts(data, undecodable)
         return lines
 
-    def line_batches(self, size: int, native: bool = True) -> Iterator[pl.DataFrame]:
+    def line_batches(self, size: int) -> Iterator[pl.DataFrame]:
         """The file's lines as `lines` gives them, in consecutive batches of about `size`
         bytes (cut after a newline), numbered across the file; `facts` set once read through.
 
-        For a big log parsed batch by batch: only one batch's text is held at a time.
-        polars reads a plain file's batches itself (`native`); should it fail or number the
-        lines otherwise than the file does, `BatchesMisread` is raised (read it again not
-        natively: Python splits the bytes then).
+        For a big log parsed batch by batch: only one batch's text is held at a time. The
+        bytes are read here, not by polars' own reader of the file, which maps the whole
+        file into memory: its pages count as the process's resident memory (195 MB of a
+        195 MB log by its end), two files parsed at once, twice.
         """
-        if native and not self.compressed:
-            count, facts = self.stream_facts()
-            if count and not facts["unit_separator"]:
-                yield from self._native_batches(count, facts, size)
-                return
         first, head, last, undecodable = 1, b"", b"", False
         for data in self.byte_batches(size):
             if len(head) < self.FACT_BYTES:
@@ -200,20 +192,6 @@ class SourceFile:
             raise InputError(f"{self.display}: cannot read: {exc}") from exc
         if carry:
             yield carry
-
-    def _native_batches(self, count: int, facts: dict, size: int) -> Iterator[pl.DataFrame]:
-        rows = max(1, count * size // max(1, self.path.stat().st_size))
-        first = 1
-        try:
-            for read in pl.scan_csv(self.path, **AS_LINES).collect_batches(chunk_size=rows):
-                frame = numbered_lines(read["text"], first, facts["cr"])
-                first += frame.height
-                yield frame
-        except pl.exceptions.PolarsError as exc:  # not UTF-8, say: the bytes path reads it
-            raise BatchesMisread(f"{self.display}: {exc}") from exc
-        if first - 1 != count:
-            raise BatchesMisread(f"{self.display}: {first - 1} lines read of {count}")
-        self.facts = {**facts, "undecodable": False}
 
     def release(self) -> None:
         """Forget the cached bytes, text and lines once the file is parsed."""

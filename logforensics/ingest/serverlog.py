@@ -42,7 +42,6 @@ from logforensics.ingest import LINE_FORMATS, register_file_format
 from logforensics.ingest.base import (
     BATCH_BYTES,
     BATCHED_ABOVE,
-    BatchesMisread,
     FileFormat,
     LineFormat,
     ParseContext,
@@ -713,17 +712,10 @@ def parse_in_batches(source: SourceFile, ctx: ParseContext, role: str) -> ParseR
     stamp wrapping over New Year; time-only stamps dated by others; too long a
     stretch of unstamped lines.
     """
-    for native in True, False:  # polars' own reader, then (bytes not UTF-8, say) Python's
-        try:
-            return _claim_batches(source, ctx, role, native)
-        except BatchesMisread:
-            continue
-    return None
+    return _claim_batches(source, ctx, role)
 
 
-def _claim_batches(
-    source: SourceFile, ctx: ParseContext, role: str, native: bool
-) -> ParseResult | None:
+def _claim_batches(source: SourceFile, ctx: ParseContext, role: str) -> ParseResult | None:
     account = _Account(source)
     formats = account.formats
     asleep: set[int] = set()
@@ -732,7 +724,7 @@ def _claim_batches(
     before: dt.datetime | None = None
     untimed_head = False
     pending, held = None, 0
-    batches = source.line_batches(BATCH_BYTES, native)
+    batches = source.line_batches(BATCH_BYTES)
     batch = next(batches, None)
     while batch is not None:
         following = next(batches, None)
