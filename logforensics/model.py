@@ -223,9 +223,13 @@ def detached(frame: pl.DataFrame) -> pl.DataFrame:
     the result points into the buffers of the text it came from. Ten rows kept of a
     32 MiB batch of log lines keep all 32 MiB alive, so the rows a parse keeps of each
     batch (its tables, its lines left for later) would hold the whole file. Labels
-    (`LABEL`) own their strings already.
+    (`LABEL`) own their strings already, and a column of nulls holds none.
     """
-    text = [name for name, dtype in frame.schema.items() if dtype == pl.Utf8]
+    text = [
+        name
+        for name, dtype in frame.schema.items()
+        if dtype == pl.Utf8 and frame[name].null_count() < frame.height
+    ]
     if not text or frame.is_empty():
         return frame
     return frame.with_columns(pl.concat_str(pl.col(name), pl.lit("")).alias(name) for name in text)
