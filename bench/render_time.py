@@ -27,12 +27,23 @@ LOAD_MS = """(() => {
 })()"""
 
 
+START_ATTEMPTS = 3  # on a loaded machine Chromium now and then fails to start
+
+
 def load_ms(report: Path, runs: int = 3) -> float | None:
-    """Best load time of `runs` loads, or None where no Chromium is installed."""
+    """Best load time of `runs` loads, or None where no Chromium is installed or starts."""
     if CHROMIUM is None:
         return None
     with tempfile.TemporaryDirectory() as profile:
-        browser = Browser(Path(profile))
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                browser = Browser(Path(profile))
+                break
+            except RuntimeError as exc:
+                print(f"attempt {attempt}: {exc}", file=sys.stderr)
+        else:
+            print("chromium did not start: the load time is not measured", file=sys.stderr)
+            return None
         try:
             for domain in ("Page", "Runtime"):
                 browser.page(f"{domain}.enable")

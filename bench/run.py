@@ -586,7 +586,7 @@ def targets(results: dict[str, SizeResult]) -> list[str]:
         )
     else:
         rows.append(
-            "| HTML report at 20M loads in a browser in < 2 s | not measured (no chromium) | – |"
+            "| HTML report at 20M loads in a browser in < 2 s | not measured (no chromium, or it did not start) | – |"
         )
     return rows
 
