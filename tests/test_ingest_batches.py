@@ -213,3 +213,21 @@ def test_the_batches_hold_every_line_once(tmp_path):
     source = SourceFile(path, path.name, "x")
     numbers = pl.concat([b["line_no"] for b in source.line_batches(1500)])
     assert numbers.to_list() == list(range(1, 502))
+
+
+def test_detached_rows_keep_every_value_and_null():
+    """What a batch keeps is copied out of the batch's text (`model.detached`): the copy
+    must hold exactly the values, nulls and empty strings included, and leave the other
+    columns as they are."""
+    from logforensics import model
+
+    text = pl.Series("text", ["GET /v1/chat/completions é", "", None, "x" * 300])
+    lines = pl.DataFrame({"line_no": [1, 2, 3, 4], "text": text}).with_columns(
+        pl.col("text").str.slice(4).alias("rest"),
+        pl.lit(None, dtype=pl.Utf8).alias("nothing"),
+        pl.col("text").cast(model.LABEL).alias("label"),
+    )
+    kept = model.detached(lines.filter(pl.col("line_no") != 1))
+    assert_frame_equal(kept, lines.filter(pl.col("line_no") != 1))
+    assert kept["text"].to_list() == ["", None, "x" * 300]
+    assert kept.schema == lines.schema
