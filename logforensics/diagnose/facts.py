@@ -29,7 +29,7 @@ REQUEST_COLUMNS = {
     "proxy_status": pl.Int64,
     "proxy_source": model.SOURCE,
     "reach": pl.Utf8,
-    "outcome": pl.Utf8,
+    "outcome": model.LABEL,
     "error": pl.Utf8,
     "http_status": pl.Int64,
     "arrived_at": pl.Datetime("us", "UTC"),  # when its engine logged its arrival
@@ -48,7 +48,7 @@ def failure_class() -> pl.Expr:
         .then(pl.lit("timeout"))
         .otherwise(pl.lit("error"))
     )
-    return pl.coalesce(pl.col("outcome"), fallback)
+    return pl.coalesce(pl.col("outcome").cast(pl.Utf8), fallback)
 
 
 def client_error() -> pl.Expr:
