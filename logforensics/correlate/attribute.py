@@ -562,7 +562,8 @@ def match_by_time(
     def assign(rec_mask: np.ndarray, req_mask: np.ndarray, anchor: str, how: str) -> None:
         if not rec_mask.any() or not req_mask.any():
             return
-        req_frame = reqs.filter(pl.Series(req_mask)).sort(anchor)
+        # (only the columns read: a filter and a sort copy every column they are given)
+        req_frame = reqs.select("_pos", "s", "e").filter(pl.Series(req_mask)).sort(anchor)
         anchors = req_frame[anchor].to_numpy()
         if how == "late":  # the window opens at the client's end and stays open a while
             lo, hi = req_frame["e"].to_numpy(), (req_frame["e"] + LATE_ARRIVAL_S).to_numpy()
