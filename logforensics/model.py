@@ -18,13 +18,14 @@ import polars as pl
 UTC_US = pl.Datetime("us", "UTC")
 SOURCE = pl.Int64  # see `source_id`
 # A label: a column of few distinct values (an instance's name, a method, a path, an
-# event's kind, an outcome). Held as polars' Categorical, 4 bytes a row against a string's 16 and
-# its text: on the 5M-short bench the tables after parsing are 259 MB instead of 617.
-# In Parquet it is a dictionary-encoded string; a string column is read back as one.
+# event's kind, an outcome). Held as polars' Categorical: 4 bytes a row against a
+# string's 16 and its text (on the 5M-short bench the tables after parsing are 259 MB
+# instead of 617). Parquet holds it as a dictionary-encoded string; a plain string
+# column is read back as one (`conform`).
 LABEL = pl.Categorical()
 
 CLIENT_REQUESTS = {
-    "run": pl.Categorical,  # the file or block the request came from (one value a file)
+    "run": LABEL,  # the file or block the request came from (one value a file)
     "step": pl.Int64,  # load step as the client recorded it (None if unknown)
     # what the tester configured for this request's step (None where no metadata says)
     "concurrency": pl.Int64,
@@ -221,7 +222,7 @@ def detached(frame: pl.DataFrame) -> pl.DataFrame:
 
     polars cuts a string (`str.slice`, a regex's group) and filters rows without copying:
     the result points into the buffers of the text it came from. Ten rows kept of a
-    32 MiB batch of log lines keep all 32 MiB alive, so the rows a parse keeps of each
+    24 MiB batch of log lines keep all 24 MiB alive, so the rows a parse keeps of each
     batch (its tables, its lines left for later) would hold the whole file. Labels
     (`LABEL`) own their strings already, and a column of nulls holds none.
     """

@@ -152,7 +152,7 @@ class SourceFile:
         For a big log parsed batch by batch: only one batch's text is held at a time. The
         bytes are read here, not by polars' own reader of the file, which maps the whole
         file into memory: its pages count as the process's resident memory (195 MB of a
-        195 MB log by its end), two files parsed at once, twice.
+        195 MB log by its end; twice that with two such logs parsed at once).
         """
         first, head, last, undecodable = 1, b"", b"", False
         for data in self.byte_batches(size):
