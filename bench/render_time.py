@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.test_browser import CHROMIUM, Browser  # noqa: E402
+from tests.test_browser import CHROMIUM, started_browser  # noqa: E402
 
 LOAD_MS = """(() => {
   const n = performance.getEntriesByType('navigation')[0];
@@ -27,22 +27,15 @@ LOAD_MS = """(() => {
 })()"""
 
 
-START_ATTEMPTS = 3  # on a loaded machine Chromium now and then fails to start
-
-
 def load_ms(report: Path, runs: int = 3) -> float | None:
     """Best load time of `runs` loads, or None where no Chromium is installed or starts."""
     if CHROMIUM is None:
         return None
     with tempfile.TemporaryDirectory() as profile:
-        for attempt in range(1, START_ATTEMPTS + 1):
-            try:
-                browser = Browser(Path(profile))
-                break
-            except RuntimeError as exc:
-                print(f"attempt {attempt}: {exc}", file=sys.stderr)
-        else:
-            print("chromium did not start: the load time is not measured", file=sys.stderr)
+        try:
+            browser = started_browser(Path(profile))
+        except RuntimeError as exc:
+            print(f"the load time is not measured: {exc}", file=sys.stderr)
             return None
         try:
             for domain in ("Page", "Runtime"):

@@ -250,9 +250,24 @@ PAGE_FACTS = """(() => {
 })()"""
 
 
+START_ATTEMPTS = 3  # on a loaded machine Chromium now and then exits before it listens
+
+
+def started_browser(profile: Path) -> Browser:
+    """A Browser, its start tried up to START_ATTEMPTS times (each in a profile of its own
+    under `profile`); the last failure is raised."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            return Browser(profile / f"attempt-{attempt}")
+        except RuntimeError:
+            if attempt == START_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    b = Browser(tmp_path_factory.mktemp("chromium-profile"))
+    b = started_browser(tmp_path_factory.mktemp("chromium-profile"))
     try:
         for domain in ("Page", "Runtime", "Log", "Network"):
             b.page(f"{domain}.enable")
