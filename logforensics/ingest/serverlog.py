@@ -712,10 +712,6 @@ def parse_in_batches(source: SourceFile, ctx: ParseContext, role: str) -> ParseR
     stamp wrapping over New Year; time-only stamps dated by others; too long a
     stretch of unstamped lines.
     """
-    return _claim_batches(source, ctx, role)
-
-
-def _claim_batches(source: SourceFile, ctx: ParseContext, role: str) -> ParseResult | None:
     account = _Account(source)
     formats = account.formats
     asleep: set[int] = set()
