@@ -241,11 +241,16 @@ def _big_jsonl(path, change=None, lines=40_000):
         pytest.param(lambda r: {**r, "latency_s": 2.5}, id="type-widens-later"),
     ],
 )
-def test_what_the_schema_sample_misses_is_still_read(tmp_path, change):
+@pytest.mark.parametrize("batched", [False, True], ids=["whole", "batches"])
+def test_what_the_schema_sample_misses_is_still_read(tmp_path, monkeypatch, change, batched):
     """The fast read takes its schema from a sample; whatever the sample cannot see must
-    come out exactly as reading every line with full inference gives it."""
+    come out exactly as reading every line with full inference gives it, in batches too."""
+    from logforensics.ingest.testers import generic
     from logforensics.ingest.testers.generic import normalise_generic
 
+    if batched:
+        monkeypatch.setattr(generic, "BATCHED_ABOVE", 0)
+        monkeypatch.setattr(generic, "BATCH_BYTES", 100_000)
     path = _big_jsonl(tmp_path / "big.jsonl", change)
     rows = parse(path)[1].table("client_requests")
     full = pl.read_ndjson(path, infer_schema_length=None).with_row_index("line_no", offset=1)
@@ -259,3 +264,56 @@ def test_what_the_schema_sample_misses_is_still_read(tmp_path, change):
         changed.select("ok", "error", "marker", "latency_s").rows()
         != rows.slice(0, 10).select("ok", "error", "marker", "latency_s").rows()
     )
+
+
+def _with_naive_times(path, every):
+    """`path` rewritten with every `every`-th record's start time naive (no zone)."""
+    lines = path.read_text().splitlines()
+    for i in range(0, len(lines), every):
+        lines[i] = lines[i].replace('.25Z"', '.25"')
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("size", [100_000, 1_000_000])
+def test_a_big_file_read_in_batches_is_the_file_read_whole(tmp_path, monkeypatch, size):
+    """Batches decoded and normalised one by one give the whole read's rows, line numbers,
+    counts and notes (the naive times counted over all batches, not the last one's)."""
+    from logforensics.ingest.testers import generic
+
+    path = _with_naive_times(_big_jsonl(tmp_path / "big.jsonl"), every=7)
+    whole = parse(path)[1]
+    monkeypatch.setattr(generic, "BATCHED_ABOVE", 0)
+    monkeypatch.setattr(generic, "BATCH_BYTES", size)
+    read = {}
+    real = generic.normalise_generic
+
+    def counted(frame, *args):
+        read[frame["line_no"][0]] = frame.height
+        return real(frame, *args)
+
+    monkeypatch.setattr(generic, "normalise_generic", counted)
+    batched = parse(path)[1]
+    assert len(read) == -(-path.stat().st_size // size)  # it did read in batches
+    assert batched.table("client_requests").equals(whole.table("client_requests"))
+    assert (batched.lines, batched.parsed, batched.noise) == (40_000, 40_000, 0)
+    assert (whole.lines, whole.parsed, whole.noise) == (40_000, 40_000, 0)
+    assert batched.notes == whole.notes
+    assert any("5715 naive time(s) in 'started_at'" in n for n in batched.notes)
+
+
+def test_a_blank_line_in_a_big_file_is_found_as_in_a_whole_read(tmp_path, monkeypatch):
+    """A batch that does not decode line for line sends the file back to the line-by-line
+    read, which counts the blank line and reads every record."""
+    from logforensics.ingest.testers import generic
+
+    path = _big_jsonl(tmp_path / "big.jsonl")
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:25_000] + [""] + lines[25_000:]) + "\n")
+    whole = parse(path)[1]
+    monkeypatch.setattr(generic, "BATCHED_ABOVE", 0)
+    monkeypatch.setattr(generic, "BATCH_BYTES", 100_000)
+    batched = parse(path)[1]
+    assert (batched.lines, batched.parsed, batched.noise) == (40_001, 40_000, 1)
+    assert batched.table("client_requests").equals(whole.table("client_requests"))
+    assert batched.table("client_requests")["request_id"][25_000] == "r25000"
