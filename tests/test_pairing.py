@@ -171,3 +171,21 @@ def test_empty_inputs():
     assert pairing.pair_windows(np.array([1.0]), np.array([1.0]), empty, empty).tolist() == [-1]
     assert clock.paired_shift(empty, np.array([1.0]), 0.0) == 0.0
     assert proxy.echoed(empty, empty, empty, 1.0) == 0
+
+
+def test_first_reaching_searched_in_chunks_is_searched_at_once(monkeypatch):
+    """Targets are independent: searched a chunk at a time (with shifts varying, ties and
+    sums at the rounding edge) they get the indexes a plain count would give them."""
+    rng = np.random.default_rng(11)
+    values = np.sort(EPOCH + np.round(rng.uniform(0, 50, 3000), 1))
+    targets = EPOCH + np.round(rng.uniform(-1, 52, 2000), 1)
+    shift = rng.choice([0.0, 1.000001, -0.5, 2.0], len(targets))
+    monkeypatch.setattr(pairing, "SEARCH_CHUNK", 64)
+    for strict in (False, True):
+        reached = (
+            (values[None, :] + shift[:, None] > targets[:, None])
+            if strict
+            else (values[None, :] + shift[:, None] >= targets[:, None])
+        )
+        want = np.where(reached.any(axis=1), reached.argmax(axis=1), len(values))
+        assert pairing.first_reaching(values, shift, targets, strict).tolist() == want.tolist()

@@ -320,11 +320,10 @@ def attribute(
         "next_s",
         (pl.col("request_id").is_not_null() & pl.lit(ids_join(client, ids))).alias("has_id"),
     )
-    unpinned = timed.join(ids.select("_row"), on="_row", how="anti")
     by_lifecycle, unclaimed = match_lifecycle(
         engine,
         server,
-        unpinned,
+        timed.join(ids.select("_row"), on="_row", how="anti"),  # (a copy: not kept)
         shift_s,
         ids.select("instance", "engine_key").drop_nulls(),
     )
@@ -410,7 +409,7 @@ def attribute(
     )
     out = client.with_columns(
         decided["instance"],
-        decided["match_key"],
+        decided["match_key"].cast(model.LABEL),
         decided["ambiguous"].fill_null(False),
         decided["server_source"],
         decided["engine_sources"],
@@ -574,19 +573,24 @@ def match_by_time(
         rec_pos = np.flatnonzero(rec_mask)
         points, tols = rec_at[rec_pos], rec_tol[rec_pos]
         picks = pair_windows(points, tols, lo, hi)
+        del points, tols, lo, hi  # (each as long as the pass: 50 MB at 20M)
         got = np.flatnonzero(picks >= 0)
         windows = picks[got]
-        rec_free[rec_pos[got]] = False
+        del picks
+        rec_got = rec_pos[got]
+        del rec_pos, got
+        rec_free[rec_got] = False
         req_pos = req_frame["_pos"].to_numpy()[windows]
+        del req_frame
         req_free[req_pos] = False
         # another request finished about as close: which of the two got this line is a guess
         following = np.minimum(windows + 1, len(anchors) - 1)
         ambiguous = (
             (windows + 1 < len(anchors))
-            & (np.abs(anchors[following] - points[got]) <= tols[got])
+            & (np.abs(anchors[following] - rec_at[rec_got]) <= rec_tol[rec_got])
             & (how != "pinned")
         )
-        picked.append((req_pos, rec_pos[got], ambiguous, how == "late", how == "pinned"))
+        picked.append((req_pos, rec_got, ambiguous, how == "late", how == "pinned"))
 
     def free_records(ok: bool) -> np.ndarray:
         return rec_free & (rec_ok == ok)

@@ -18,6 +18,9 @@ import numpy as np
 # and clamps compose into clamps, so all pointers come from a prefix scan.
 
 SCAN_BLOCK = 256  # points composed together before blocks are chained
+# Targets `first_reaching` corrects at a time: its temporaries (a few int64 and float
+# arrays a target) stay this size instead of the targets' (6.6M at 20M: ~50 MB each).
+SEARCH_CHUNK = 1 << 20
 _UNBOUNDED = np.iinfo(np.int64).max // 4
 
 
@@ -34,12 +37,17 @@ def pair_in_order(first: np.ndarray, stop: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     if (first > stop).any() or (stop[1:] < stop[:-1]).any():
         return _pair_by_walk(first, stop)
+    # (in place where it can: at 20M each of these arrays is 50 MB)
     step = np.arange(len(first))
-    place = step + np.maximum.accumulate(first - step)
+    place = first - step
+    np.maximum.accumulate(place, out=place)
+    place += step
     if (place < stop).all():  # every point took a window: the pointer only counted them
         return place
+    del place
     high = stop - step - 1
-    low = np.minimum(first - step, high)
+    low = first - step
+    np.minimum(low, high, out=low)
     pad = -len(first) % SCAN_BLOCK
     low = np.concatenate([low, np.full(pad, -_UNBOUNDED)]).reshape(-1, SCAN_BLOCK)
     high = np.concatenate([high, np.full(pad, _UNBOUNDED)]).reshape(-1, SCAN_BLOCK)
@@ -47,9 +55,16 @@ def pair_in_order(first: np.ndarray, stop: np.ndarray) -> np.ndarray:
     block_low, block_high = low[:, -1].copy(), high[:, -1].copy()
     _compose_clamps(block_low, block_high)
     entering = np.concatenate(([0], np.clip(0, block_low[:-1], block_high[:-1])))
-    after = np.clip(entering[:, None], low, high).ravel()[: len(first)] + step + 1
-    place = np.maximum(np.concatenate(([0], after[:-1])), first)
-    return np.where(place < stop, place, -1)
+    after = np.clip(entering[:, None], low, high).ravel()[: len(first)]
+    del low, high
+    after += step
+    after += 1
+    place = np.empty_like(first)
+    place[0], place[1:] = 0, after[:-1]
+    del after
+    np.maximum(place, first, out=place)
+    place[place >= stop] = -1
+    return place
 
 
 def _compose_clamps(low: np.ndarray, high: np.ndarray) -> None:
@@ -98,7 +113,20 @@ def first_reaching(
     side = "right" if strict else "left"
     if len(shift) and len(values) <= len(targets) and (shift == shift[0]).all():
         return np.searchsorted(values + shift[0], targets, side=side)  # the sums are sorted
-    found = np.searchsorted(values, targets - shift, side=side)
+    if len(targets) <= SEARCH_CHUNK:
+        return _first_reaching_corrected(values, shift, targets, strict)
+    found = np.empty(len(targets), dtype=np.int64)
+    for at in range(0, len(targets), SEARCH_CHUNK):  # each target is found on its own
+        part = slice(at, at + SEARCH_CHUNK)
+        found[part] = _first_reaching_corrected(values, shift[part], targets[part], strict)
+    return found
+
+
+def _first_reaching_corrected(
+    values: np.ndarray, shift: np.ndarray, targets: np.ndarray, strict: bool
+) -> np.ndarray:
+    """`first_reaching` by searching for target - shift and correcting across equal values."""
+    found = np.searchsorted(values, targets - shift, side="right" if strict else "left")
 
     def holds(at: np.ndarray, which: np.ndarray) -> np.ndarray:
         total = values[at] + shift[which]
@@ -130,13 +158,15 @@ def pair_windows(
     """
     if len(hi) > 1 and not (hi[1:] >= hi[:-1]).all():
         return _pair_windows_walk(points, tols, lo, hi)
-    picks = np.full(len(points), -1, dtype=np.int64)
-    known = np.flatnonzero(~np.isnan(points))  # a missing time takes nothing and moves nothing
-    points, tols = points[known], tols[known]
+    missing = np.isnan(points)  # a missing time takes nothing and moves nothing
+    if missing.any():
+        picks = np.full(len(points), -1, dtype=np.int64)
+        known = np.flatnonzero(~missing)
+        picks[known] = pair_windows(points[known], tols[known], lo, hi)
+        return picks
     first = first_reaching(hi, tols, points, strict=False)
     stop = first_reaching(lo, -tols, points, strict=True)
-    picks[known] = pair_in_order(first, stop)
-    return picks
+    return pair_in_order(first, stop)
 
 
 def _pair_windows_walk(

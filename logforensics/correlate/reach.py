@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from logforensics import model
+
 WITNESS_OF_MATCH = {
     "request_id": "request_id",  # the same id on both sides
     "marker": "prompt_marker",  # the prompt's unique text in the engine's request line
@@ -85,9 +87,9 @@ def decide_reach(
     reached_instance = pl.coalesce(
         pl.col("instance"), pl.when(by_proxy == "reached").then(pl.col("proxy_instance"))
     )
-    return out.with_columns(
-        reach.alias("reach"),
-        witness.alias("reach_witness"),
+    return out.with_columns(  # (labels: 4 bytes a request, not a string's 16)
+        reach.cast(model.LABEL).alias("reach"),
+        witness.cast(model.LABEL).alias("reach_witness"),
         reached_instance.alias("reached_instance"),
     ).drop("_covered", "_idle")
 
