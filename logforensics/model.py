@@ -236,6 +236,22 @@ def detached(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.concat_str(pl.col(name), pl.lit("")).alias(name) for name in text)
 
 
+def nulls_as_literals(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with each column that holds only nulls kept as one typed null.
+
+    A join or a gather fills a column row by row (8 bytes a row and its validity for
+    an Int64 or a datetime, 16 for a string, even when every row is null); a literal
+    column is held as one value (20M: the engine columns of requests no engine logged,
+    50 MB each).
+    """
+    empty = [
+        name for name in frame.columns if frame.height and frame[name].null_count() == frame.height
+    ]
+    if not empty:
+        return frame
+    return frame.with_columns(pl.lit(None, dtype=frame.schema[name]).alias(name) for name in empty)
+
+
 def conform(table: str, frame: pl.DataFrame) -> pl.DataFrame:
     """Give a parser's frame exactly the canonical columns, in order, with their dtypes."""
     schema = SCHEMAS[table]

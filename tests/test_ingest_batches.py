@@ -8,6 +8,7 @@ batch cannot know enough (it must then say so, and `parse_lines` read the file w
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 from pathlib import Path
 
@@ -231,3 +232,28 @@ def test_detached_rows_keep_every_value_and_null():
     assert_frame_equal(kept, lines.filter(pl.col("line_no") != 1))
     assert kept["text"].to_list() == ["", None, "x" * 300]
     assert kept.schema == lines.schema
+
+
+def test_columns_of_nulls_kept_as_literals_read_the_same():
+    """`model.nulls_as_literals` turns only columns with no value at all into one typed
+    null: the frame reads the same, its types unchanged, a column with one value kept."""
+    from logforensics import model
+
+    joined = (
+        pl.DataFrame({"_row": [0, 1, 2]})
+        .join(
+            pl.DataFrame(
+                {"_row": [7], "at": [dt.datetime(2026, 2, 24, tzinfo=dt.timezone.utc)]},
+                schema={"_row": pl.Int64, "at": pl.Datetime("us", "UTC")},
+            ).with_columns(pl.lit([1], dtype=pl.List(pl.Int64)).alias("sources")),
+            on="_row",
+            how="left",
+        )
+        .with_columns(pl.Series("some", [None, 3, None], dtype=pl.Int64))
+    )
+    kept = model.nulls_as_literals(joined)
+    assert_frame_equal(kept, joined)
+    assert kept.schema == joined.schema
+    assert kept["some"].to_list() == [None, 3, None]
+    assert kept["at"].null_count() == kept["sources"].null_count() == 3
+    assert model.nulls_as_literals(joined.clear()).schema == joined.schema

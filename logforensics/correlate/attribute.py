@@ -418,7 +418,7 @@ def attribute(
         decided["late"].fill_null(False),
         unclaimed_arrival_near(client, unclaimed, shift_s, next_s).alias("unclaimed_arrival"),
     )
-    return out.drop("_row")
+    return model.nulls_as_literals(out.drop("_row"))
 
 
 def place_unrecorded(

@@ -512,15 +512,11 @@ def attribute(
         pl.col("delivery").alias("proxy_delivery"),
         pl.col("http_status").alias("proxy_status"),
     )
-    decided = (
-        details.gather(np.where(has_line, line_of, 0))
-        .with_columns(
-            pl.when(pl.Series(has_line)).then(pl.col(c)).alias(c) for c in details.columns
-        )
-        .with_columns(
-            pl.col("proxy_upstream")
-            .replace_strict(address_to_instance, default=None, return_dtype=model.LABEL)
-            .alias("proxy_instance")
-        )
+    # a null position gathers a null row: no second pass over each column to blank them
+    where = pl.Series(line_of).set(pl.Series(~has_line), None)
+    decided = details.gather(where).with_columns(
+        pl.col("proxy_upstream")
+        .replace_strict(address_to_instance, default=None, return_dtype=model.LABEL)
+        .alias("proxy_instance")
     )
-    return requests.with_columns(decided), clock
+    return requests.with_columns(model.nulls_as_literals(decided)), clock
