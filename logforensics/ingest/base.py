@@ -255,10 +255,15 @@ class SourceFile:
 _NO_LINES = pl.DataFrame(schema={"line_no": pl.Int64, "text": pl.Utf8})
 
 
+def line_count(data: bytes) -> int:
+    """How many lines `data` holds, a last one without its newline included."""
+    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
 def lines_of_bytes(data: bytes, first: int = 1) -> tuple[pl.DataFrame, bool]:
     """(`line_no` from `first` and `text` of whole lines, as `SourceFile.lines` gives them;
     whether bytes that are not UTF-8 were replaced). polars splits them where it can."""
-    count = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    count = line_count(data)
     frame, undecodable = None, False
     if b"\x1f" not in data:
         try:

@@ -18,6 +18,7 @@ from logforensics.ingest.base import (
     ParseResult,
     Sample,
     SourceFile,
+    line_count,
 )
 from logforensics.ingest.toolkit import (
     decode_json_objects,
@@ -260,7 +261,7 @@ def _decode_whole_file(source: SourceFile) -> pl.DataFrame | None:
     file is read line by line so that every bad line is found and counted.
     """
     lines, facts = source.stream_facts()
-    if facts["crlf"] or facts["nul"] or facts["starts_blank"] or not lines:
+    if not _decodable_natively(lines, facts):
         return None
     # polars reads a plain file itself (and in parallel); a gzip one is undone first
     data = source.read_bytes() if source.compressed else None
@@ -274,7 +275,18 @@ def _decode_whole_file(source: SourceFile) -> pl.DataFrame | None:
     if decoded.height != lines or not decoded.width:
         return None
     source.facts = {**facts, "undecodable": False}
-    return decoded.with_row_index("line_no", offset=1).with_columns(
+    return _numbered(decoded, 1)
+
+
+def _decodable_natively(lines: int, facts: dict) -> bool:
+    """Whether polars' JSON reader can take the file: some lines, no CRLF, NUL or leading
+    blank (`SourceFile.stream_facts`); a blank line further on shows as a row too few."""
+    return bool(lines) and not (facts["crlf"] or facts["nul"] or facts["starts_blank"])
+
+
+def _numbered(decoded: pl.DataFrame, first: int) -> pl.DataFrame:
+    """Decoded records with their `line_no` (one record a line), from `first`."""
+    return decoded.with_row_index("line_no", offset=first).with_columns(
         pl.col("line_no").cast(pl.Int64)
     )
 
@@ -293,7 +305,7 @@ def _normalised_in_batches(source: SourceFile, client_tz: str) -> ParseResult | 
     if source.path.stat().st_size <= BATCHED_ABOVE:
         return None
     count, facts = source.stream_facts()
-    if facts["crlf"] or facts["nul"] or facts["starts_blank"] or not count:
+    if not _decodable_natively(count, facts):
         return None
     sampled = _sampled_schema(_schema_sample(source, None))
     if sampled is None:
@@ -301,7 +313,7 @@ def _normalised_in_batches(source: SourceFile, client_tz: str) -> ParseResult | 
     schema, unseen = sampled
     rows, naive, first, last = [], 0, 1, None
     for data in source.byte_batches(BATCH_BYTES):
-        lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+        lines = line_count(data)
         try:
             decoded = pl.read_ndjson(io.BytesIO(data), schema=schema).drop(unseen)
         except pl.exceptions.PolarsError:
@@ -309,9 +321,7 @@ def _normalised_in_batches(source: SourceFile, client_tz: str) -> ParseResult | 
         del data
         if decoded.height != lines or not decoded.width:
             return None
-        decoded = decoded.with_row_index("line_no", offset=first).with_columns(
-            pl.col("line_no").cast(pl.Int64)
-        )
+        decoded = _numbered(decoded, first)
         first += lines
         naive += naive_times(decoded)
         normalised = normalise_generic(decoded, source.display, client_tz)
