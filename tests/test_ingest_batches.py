@@ -14,6 +14,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from logforensics.ingest import ParseContext, SourceFile, detect, serverlog
@@ -214,6 +216,31 @@ def test_the_batches_hold_every_line_once(tmp_path):
     source = SourceFile(path, path.name, "x")
     numbers = pl.concat([b["line_no"] for b in source.line_batches(1500)])
     assert numbers.to_list() == list(range(1, 502))
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=30),
+    final_newline=st.booleans(),
+    size=st.integers(1, 64),
+    compressed=st.booleans(),
+)
+def test_byte_batches_are_the_file_cut_after_newlines(
+    tmp_path, lines, final_newline, size, compressed
+):
+    """Whatever the lines' lengths against the batch size (lines longer than a batch,
+    empty ones, no final newline, gzip): the pieces are the file's bytes in order, each
+    but the last ending in a newline."""
+    data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    assume(compressed or not data.startswith(b"\x1f\x8b"))  # gzip's magic: read as gzip
+    path = tmp_path / "f.log"
+    path.write_bytes(gzip.compress(data) if compressed else data)
+    pieces = list(SourceFile(path, path.name, "x").byte_batches(size))
+    assert b"".join(pieces) == data
+    assert all(piece for piece in pieces)
+    assert all(piece.endswith(b"\n") for piece in pieces[:-1])
 
 
 def test_detached_rows_keep_every_value_and_null():

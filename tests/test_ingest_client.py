@@ -317,3 +317,41 @@ def test_a_blank_line_in_a_big_file_is_found_as_in_a_whole_read(tmp_path, monkey
     assert (batched.lines, batched.parsed, batched.noise) == (40_001, 40_000, 1)
     assert batched.table("client_requests").equals(whole.table("client_requests"))
     assert batched.table("client_requests")["request_id"][25_000] == "r25000"
+
+
+@pytest.mark.parametrize("final_newline", [True, False])
+def test_a_batched_read_learns_the_byte_facts_a_separate_pass_would(
+    tmp_path, monkeypatch, final_newline
+):
+    """The batches say what `stream_facts` says of the whole file (a CR deep inside a
+    record's text, the last line's newline), without reading the file a second time."""
+    from logforensics.ingest.testers import generic
+
+    path = _big_jsonl(tmp_path / "big.jsonl")
+    lines = path.read_text().splitlines()
+    lines[30_000] = lines[30_000].replace('"marker": null', '"marker": "a\\rb"')
+    assert "\\r" in lines[30_000]
+    path.write_bytes(("\n".join(lines) + ("\n" if final_newline else "")).encode())
+    monkeypatch.setattr(generic, "BATCHED_ABOVE", 0)
+    monkeypatch.setattr(generic, "BATCH_BYTES", 100_000)
+    source = SourceFile(path, path.name, path.stem)
+    result = generic.ClientJsonl().parse(source, DEFAULT_CTX)
+    count, expected = SourceFile(path, path.name, path.stem).stream_facts()
+    assert (result.lines, result.parsed) == (count, count) == (40_000, 40_000)
+    assert source.facts == {**expected, "undecodable": False}
+    assert source.facts["final_newline"] is final_newline
+
+
+def test_a_big_file_with_crlf_ends_is_not_read_in_batches(tmp_path, monkeypatch):
+    """What the first batch shows of the file's start (CRLF ends) sends it to the whole read,
+    as the facts of a separate pass did."""
+    from logforensics.ingest.testers import generic
+
+    path = _big_jsonl(tmp_path / "big.jsonl")
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    monkeypatch.setattr(generic, "BATCHED_ABOVE", 0)
+    monkeypatch.setattr(generic, "BATCH_BYTES", 100_000)
+    source = SourceFile(path, path.name, path.stem)
+    assert generic._normalised_in_batches(source, "UTC") is None
+    result = generic.ClientJsonl().parse(SourceFile(path, path.name, path.stem), DEFAULT_CTX)
+    assert (result.lines, result.parsed, result.unparsed) == (40_000, 40_000, 0)

