@@ -86,3 +86,16 @@ def read_client_file(path: Path, ctx: ParseContext | None = None):
 
 def outcomes(requests: pl.DataFrame) -> dict[str, int]:
     return dict(requests.group_by("outcome").len().iter_rows())
+
+
+def real_line_logs() -> list[tuple[Path, str]]:
+    """Every file of the real incidents and fixtures sniffed as a server or proxy log, with
+    its role."""
+    found = []
+    for root in (r for r in (RECORDINGS, CORPUS, FIXTURES) if r is not None):
+        files = (p for p in root.rglob("*") if p.is_file() and p.name not in CORPUS_ANSWERS)
+        for path in sorted(files):
+            fmt = detect(SourceFile(path, path.name, path.stem))
+            if fmt is not None and fmt.name in ("server_log", "proxy_log"):
+                found.append((path, fmt.role))
+    return found

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from logforensics.ingest import ParseContext, SourceFile, detect, serverlog
-from tests.conftest import CORPUS, CORPUS_ANSWERS, FIXTURES, RECORDINGS, write
+from logforensics.ingest import ParseContext, SourceFile, serverlog
+from tests.conftest import real_line_logs, write
 
 CTX = ParseContext(year=2026)
 ACCOUNT = (
@@ -36,19 +36,7 @@ ACCOUNT = (
 )
 
 
-def _line_logs() -> list[tuple[Path, str]]:
-    """Every file of the real incidents and fixtures sniffed as a server or proxy log."""
-    found = []
-    for root in (r for r in (RECORDINGS, CORPUS, FIXTURES) if r is not None):
-        files = (p for p in root.rglob("*") if p.is_file() and p.name not in CORPUS_ANSWERS)
-        for path in sorted(files):
-            fmt = detect(SourceFile(path, path.name, path.stem))
-            if fmt is not None and fmt.name in ("server_log", "proxy_log"):
-                found.append((path, fmt.role))
-    return found
-
-
-LINE_LOGS = _line_logs()
+LINE_LOGS = real_line_logs()
 
 
 def _whole(path: Path, role: str, instance: str = "x"):

@@ -486,6 +486,12 @@ class LineFormat:
     # batches past it where it is asleep. None: it may claim from any lines.
     woken_by: ClassVar[pl.Expr | None] = None
 
+    @property
+    def openings(self) -> frozenset[str] | None:
+        """The characters every message it claims begins with; None: any. A batch none of
+        whose messages begins so is not offered to it (`serverlog`)."""
+        return None
+
     def sniff(self, bodies: list[str]) -> bool:
         raise NotImplementedError
 

@@ -595,9 +595,19 @@ class _Account:
         self.fates: list[pl.DataFrame] | None = [] if want_fates else None
         self.spans: list[pl.DataFrame] = []
         self.longest = 0
+        self.openings: set[str] = set()
+
+    def offer(self, lines: pl.DataFrame) -> None:
+        """The lines formats claim from next: which characters their messages begin with.
+
+        A format whose every claim begins otherwise (`LineFormat.openings`) is then not
+        run on them: in an nginx log's batch, 8 of the 17 formats before nginx's own
+        (one scan of the batch instead of theirs)."""
+        self.openings = set(lines.select(pl.col("msg").str.head(1).unique())["msg"].drop_nulls())
 
     def read(self, lines: pl.DataFrame) -> None:
-        """Count lines about to be claimed: how many, their span, the longest."""
+        """Count lines about to be claimed: how many, their span, the longest; offer them."""
+        self.offer(lines)
         self.result.lines += lines.height
         if lines.height:
             longest = lines.select(pl.col("text").str.len_bytes().max()).item() or 0
@@ -610,8 +620,10 @@ class _Account:
             )
 
     def take(self, index: int, lines: pl.DataFrame) -> pl.DataFrame:
-        """Format `index`'s claim on `lines`; the lines it left."""
+        """Format `index`'s claim on `lines` (some of those last offered); the lines it left."""
         fmt = self.formats[index]
+        if fmt.openings is not None and fmt.openings.isdisjoint(self.openings):
+            return lines  # no message begins as its claims do
         claim = fmt.extract(lines, self.source)
         # A line is counted once, even if a format names it twice or as record and noise.
         records = _distinct(claim.records)
@@ -773,6 +785,7 @@ def parse_in_batches(source: SourceFile, ctx: ParseContext, role: str) -> ParseR
         )
     )
     del leftovers
+    account.offer(unclaimed)
     for index in range(stop if stop is not None else len(formats), len(formats)):
         if unclaimed.is_empty():
             break

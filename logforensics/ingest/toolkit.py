@@ -13,6 +13,7 @@ import datetime as dt
 import io
 import json
 import re
+from functools import cached_property
 from http import HTTPStatus
 from typing import ClassVar
 
@@ -26,6 +27,7 @@ from logforensics.ingest.base import (
     ParseResult,
     SourceFile,
 )
+from logforensics.ingest.openings import first_characters
 
 # ---------------------------------------------------------------- lines and JSON
 
@@ -83,6 +85,13 @@ class RegexLineFormat(LineFormat):
     def sniff(self, bodies: list[str]) -> bool:
         rx = re.compile(self.pattern)
         return any(rx.search(b) for b in bodies if b)
+
+    @cached_property
+    def openings(self) -> frozenset[str] | None:
+        """What a match of its pattern can begin with (`openings.first_characters`), for a
+        format that reads each line alone: such a format claims only lines its pattern
+        matches (tests/test_registry.py holds every format to that on real lines)."""
+        return first_characters(self.pattern) if self.per_line else None
 
     def matching(self, lines: pl.DataFrame) -> pl.DataFrame:
         return lines.filter(pl.col("msg").str.contains(self.pattern))
