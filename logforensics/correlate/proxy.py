@@ -73,12 +73,12 @@ def last_upstream(col: pl.Expr) -> pl.Expr:
 
 def with_last_upstream(frame: pl.DataFrame, name: str) -> pl.DataFrame:
     """`frame` with column `name`: `last_upstream` of its `upstream`, worked out once per
-    distinct value (a log names few upstreams on millions of lines)."""
+    distinct value (a log names few upstreams on millions of lines), a label."""
     values = frame.select(pl.col("upstream").drop_nulls().unique().cast(pl.Utf8)).to_series()
     last = pl.DataFrame({"upstream": values}).select(last_upstream(pl.col("upstream"))).to_series()
     return frame.with_columns(
         pl.col("upstream")
-        .replace_strict(values, last, default=None, return_dtype=pl.Utf8)
+        .replace_strict(values, last, default=None, return_dtype=model.LABEL)
         .alias(name)
     )
 
@@ -423,9 +423,9 @@ def attribute(
 ) -> tuple[pl.DataFrame, ClockFit | None]:
     """Add proxy_upstream, proxy_instance, proxy_delivery, proxy_status, proxy_source to each request."""
     columns = {
-        "proxy_upstream": pl.Utf8,
+        "proxy_upstream": model.LABEL,
         "proxy_instance": model.LABEL,
-        "proxy_delivery": pl.Utf8,
+        "proxy_delivery": model.LABEL,
         "proxy_status": pl.Int64,
         "proxy_source": model.SOURCE,
     }

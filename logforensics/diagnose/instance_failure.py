@@ -168,7 +168,7 @@ def _unreachable(facts: Facts, t: Thresholds) -> tuple[pl.Series, pl.DataFrame]:
         .sort("from")
         .join_asof(
             errors.select(
-                pl.col("upstream").cast(pl.Utf8).alias("proxy_upstream"),
+                pl.col("upstream").cast(model.LABEL).alias("proxy_upstream"),
                 pl.col("at").alias("err_at"),
             ),
             left_on="from",
