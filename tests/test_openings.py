@@ -48,6 +48,8 @@ GATED = [fmt for fmt in LINE_FORMATS.values() if fmt.openings is not None]
         ("^[\x00-\uffff]", None),  # too wide to list
         ("^(?=a)a", None),  # a look-ahead
         ("^(", None),  # not a regex
+        ("^[[:alpha:]]x", None),  # Rust's POSIX class: any letter, to Python "[:alph"
+        ("^[a-z&&[^x]]", None),  # Rust's class intersection
     ],
 )
 def test_first_characters(pattern, expected):

@@ -90,7 +90,7 @@ class RegexLineFormat(LineFormat):
     def openings(self) -> frozenset[str] | None:
         """What a match of its pattern can begin with (`openings.first_characters`), for a
         format that reads each line alone: such a format claims only lines its pattern
-        matches (tests/test_registry.py holds every format to that on real lines)."""
+        matches (tests/test_openings.py holds every gated format to that on real lines)."""
         return first_characters(self.pattern) if self.per_line else None
 
     def matching(self, lines: pl.DataFrame) -> pl.DataFrame:
