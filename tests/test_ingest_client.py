@@ -351,7 +351,14 @@ def test_a_big_file_with_crlf_ends_is_not_read_in_batches(tmp_path, monkeypatch)
     path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
     monkeypatch.setattr(generic, "BATCHED_ABOVE", 0)
     monkeypatch.setattr(generic, "BATCH_BYTES", 100_000)
-    source = SourceFile(path, path.name, path.stem)
-    assert generic._normalised_in_batches(source, "UTC") is None
+    normalised = []
+    real = generic.normalise_generic
+
+    def counted(frame, *args):
+        normalised.append(frame.height)
+        return real(frame, *args)
+
+    monkeypatch.setattr(generic, "normalise_generic", counted)
     result = generic.ClientJsonl().parse(SourceFile(path, path.name, path.stem), DEFAULT_CTX)
+    assert normalised == [40_000]  # in one piece, not batch by batch
     assert (result.lines, result.parsed, result.unparsed) == (40_000, 40_000, 0)

@@ -113,7 +113,7 @@ def test_gated_formats_claim_only_lines_their_pattern_matches(tmp_path):
 
 def test_a_format_is_not_run_on_lines_that_cannot_begin_as_its_own(tmp_path, monkeypatch):
     """An nginx access log is never offered to Envoy's format (its lines begin with "["),
-    a log of Envoy's lines is; the lines are read the same either way."""
+    a log of Envoy's lines is, and every line of each is accounted for."""
     envoy = LINE_FORMATS["envoy_access"]
     nginx = LINE_FORMATS["nginx_access"]
     offered = []
@@ -127,6 +127,7 @@ def test_a_format_is_not_run_on_lines_that_cannot_begin_as_its_own(tmp_path, mon
     nginx_log = write(tmp_path / "nginx.log", nginx.samples[0].read() + "\n")
     result = parse_lines(SourceFile(nginx_log, "nginx.log", "x"), CTX, "proxy")
     assert offered == [] and result.table("proxy_requests").height >= 1
+    assert result.parsed + result.noise == result.lines
     envoy_log = write(tmp_path / "envoy.log", envoy.samples[0].read() + "\n")
     result = parse_lines(SourceFile(envoy_log, "envoy.log", "x"), CTX, "proxy")
     assert offered and result.parsed + result.noise == result.lines

@@ -20,6 +20,8 @@ MAX_RANGE = 256  # a wider character range (`[\x00-\uffff]`) gives up instead of
 # (`[[:alpha:]]`, to Python the characters "[:alph"), a class's intersection, difference or
 # symmetric difference. A pattern holding any of them is given no gate.
 RUST_ONLY = ("[[:", "[^[:", "&&", "--", "~~")
+# Flags under which a literal or `^` says less than it seems: any case, after any newline.
+UNCERTAIN_FLAGS = sre.SRE_FLAG_IGNORECASE | sre.SRE_FLAG_MULTILINE
 
 
 class _Unknown(Exception):
@@ -35,11 +37,10 @@ def first_characters(pattern: str) -> frozenset[str] | None:
         parsed = sre_parse.parse(pattern)
     except Exception:  # noqa: BLE001 - re.error and the parser's own complaints alike
         return None
-    flags = parsed.state.flags
-    if flags & (sre.SRE_FLAG_IGNORECASE | sre.SRE_FLAG_MULTILINE | sre.SRE_FLAG_VERBOSE):
+    if parsed.state.flags & sre.SRE_FLAG_VERBOSE:  # Rust skips spaces in a class, Python not
         return None
     try:
-        return frozenset(_anchored(list(parsed), flags))
+        return frozenset(_anchored(list(parsed), _flags(parsed.state.flags, 0, 0)))
     except _Unknown:
         return None
 
@@ -64,7 +65,7 @@ def _anchored(items: list, flags: int) -> set[str]:
 
 def _flags(flags: int, add: int, delete: int) -> int:
     flags = (flags | add) & ~delete
-    if flags & (sre.SRE_FLAG_IGNORECASE | sre.SRE_FLAG_MULTILINE):
+    if flags & UNCERTAIN_FLAGS:
         raise _Unknown
     return flags
 
