@@ -10,7 +10,6 @@ import datetime as dt
 import re
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -327,21 +326,17 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     )
     if aligned is not tables:  # an instance was moved onto the common clock
         tables, records = aligned, inference_records(aligned["server_requests"])
+    requests = attribute.attribute(client, tables["server_requests"], offset, records)
     tables["proxy_requests"] = proxy.with_error_log_delivery(
         tables["proxy_requests"], tables["proxy_events"]
     )
-    # independent: which instance each upstream address is needs no request's attribution
-    with ThreadPoolExecutor(max_workers=1) as side:
-        mapped = side.submit(
-            proxy.map_upstreams,
-            tables["proxy_requests"],
-            tables["server_requests"],
-            options.upstreams,
-            records,
-            addresses=inputs.addresses,
-        )
-        requests = attribute.attribute(client, tables["server_requests"], offset, records)
-        upstreams = mapped.result()
+    upstreams = proxy.map_upstreams(
+        tables["proxy_requests"],
+        tables["server_requests"],
+        options.upstreams,
+        records,
+        addresses=inputs.addresses,
+    )
     record_count = records.height
     del records  # a row for every inference access line: not needed past here
     requests, proxy_clock = proxy.attribute(
