@@ -26,7 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 # as `logforensics/__init__.py` does before polars loads (generate imports polars first)
-os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:3000,muzzy_decay_ms:0")
+os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:500,muzzy_decay_ms:0")
 
 import generate  # noqa: E402
 

@@ -5,12 +5,12 @@ import os
 __version__ = "0.1.0"
 
 # polars allocates through jemalloc, which keeps freed pages for 10 s before
-# returning them. Parsing builds and drops large frames file after file, so
-# on the 5M-line bench bundle that retention raised the peak RSS to 2.94 GB;
-# returning pages after 1 s gave 2.22 GB (at once: 2.11 GB, but 40% slower,
-# from page faults). After 3 s: at most 100 MB more than after 1 s, and 6–10%
-# faster (the kernel's share of the time, refaulting returned pages, falls by
-# a third: 5M 14.8–16.2 s against 16.5–17.2 s; 5M-short 7.3–7.7 s against
-# 8.2–8.5 s). Read when polars loads, so it must be set before that; a value
+# returning them. Parsing builds and drops large frames batch after batch, and what
+# is kept grows with how fast it churns: on the 5M-line bench bundle a 10 s decay
+# raised the peak RSS to 2.94 GB, 1 s gave 2.22 GB, returning pages at once 2.11 GB
+# but 40% slower (page faults; 20M: 62 → 78 s). 0.5 s costs no time against the 3 s
+# used before (CPU, alternated: 20M 98.5 → 97.9 s, 5M 31.7 → 31.9 s, 5M-short 17.9 →
+# 18.0 s) and peaks lower (20M 3,280 → 2,997 MiB, 5M ~1,070 → ~1,000 MB, 5M-short
+# ~810 → ~740 MB). Read when polars loads, so it must be set before that; a value
 # the user set is kept.
-os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:3000,muzzy_decay_ms:0")
+os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:500,muzzy_decay_ms:0")
