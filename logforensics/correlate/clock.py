@@ -316,7 +316,7 @@ def _score(evidence: list[Echoes], offset: float) -> tuple[int, float | None]:
 
 
 INSTANCE_MIN_MATCHES = 5
-FITS_AT_ONCE = 2  # instances' clocks fitted at once (the machines this runs on have 2+ cores)
+FITS_AT_ONCE = 2  # instances' clocks fitted at once: each more holds one more instance's evidence
 INSTANCE_DISAGREEMENT_S = MATCH_TOLERANCE_S
 
 
@@ -345,7 +345,7 @@ def align_instances(
         "instance", as_dict=True
     )
     own_lines = server.filter(pl.col("event") != "access").partition_by("instance", as_dict=True)
-    names = {k[0] for k in own_records} | set(server["instance"].drop_nulls().unique())
+    names = sorted({k[0] for k in own_records} | set(server["instance"].drop_nulls().unique()))
 
     def own_fit(name: str) -> tuple[ClockFit, int | None]:
         """The instance's own fit, and how many of its records the common offset fits."""
@@ -361,9 +361,7 @@ def align_instances(
 
     # each instance's fit is its own (numpy searches, which release the GIL): two at once
     with ThreadPoolExecutor(max_workers=FITS_AT_ONCE) as pool:
-        for name, (fit, at_common) in zip(
-            sorted(names), pool.map(own_fit, sorted(names)), strict=True
-        ):
+        for name, (fit, at_common) in zip(names, pool.map(own_fit, names), strict=True):
             fits[name] = fit
             if at_common is None:
                 continue
