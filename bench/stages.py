@@ -25,9 +25,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-# as `logforensics/__init__.py` does before polars loads (generate imports polars first)
-os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:500,muzzy_decay_ms:0")
-
+# first: importing logforensics sets jemalloc's options, which polars reads when it loads
+# (generate imports polars); under --ref, the measured revision's own options
+import logforensics  # noqa: E402, I001
 import generate  # noqa: E402
 
 SPECS = [
@@ -164,8 +164,6 @@ def install(rec: Recorder) -> list[str]:
 
 
 def worker(args) -> int:
-    import logforensics
-
     rec = Recorder()
     # import everything that registers formats before wrapping
     importlib.import_module("logforensics.cli")
