@@ -54,7 +54,6 @@ SERVER_REQUESTS = {
     "method": LABEL,
     "path": LABEL,
     "http_status": pl.Int64,
-    "peer": LABEL,
     "request_id": pl.Utf8,
     "prompt_marker": pl.Utf8,
     "source": SOURCE,

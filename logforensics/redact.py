@@ -48,7 +48,7 @@ KEEP_COLUMNS = {
 }
 MARKER_COLUMNS = {"marker", "prompt_marker"}
 REQUEST_ID_COLUMNS = {"request_id"}
-PEER_COLUMNS = {"peer", "client"}
+PEER_COLUMNS = {"client"}  # the address that called a proxy
 MIN_FREE_TEXT_TOKEN = 6  # shorter known ids/markers ("(3)") are not hunted in free text
 
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"

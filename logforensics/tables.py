@@ -29,7 +29,11 @@ from logforensics.ingest.inputs import Read
 from logforensics.ingest.sources import Duplicate
 
 TABLES_FORMAT = "logforensics-tables"
-TABLES_VERSION = 2  # 2: label columns are categoricals (`model.LABEL`)
+# 2: label columns are categoricals (`model.LABEL`); 3: `server_requests` has no `peer`
+TABLES_VERSION = 3
+# A dataset of version 2 holds every column of 3 (`peer` besides): its entries are read
+# (conformed to the model) as they are.
+READABLE_VERSIONS = {2, TABLES_VERSION}
 
 
 class TablesError(Exception):
@@ -131,9 +135,10 @@ def _manifest(folder: Path) -> dict:
         manifest = json.loads((folder / "dataset.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise TablesError(f"{folder}: no readable dataset.json ({exc})") from exc
-    if manifest.get("format") != TABLES_FORMAT or manifest.get("version") != TABLES_VERSION:
+    if manifest.get("format") != TABLES_FORMAT or manifest.get("version") not in READABLE_VERSIONS:
         raise TablesError(
-            f"{folder}: not a {TABLES_FORMAT} dataset of version {TABLES_VERSION} "
+            f"{folder}: not a {TABLES_FORMAT} dataset of version "
+            f"{' or '.join(map(str, sorted(READABLE_VERSIONS)))} "
             f"(found {manifest.get('format')} {manifest.get('version')})"
         )
     return manifest

@@ -78,8 +78,9 @@ def test_no_secret_survives_redaction(outputs, kind):
 
 def test_placeholders_replace_them(outputs):
     html = outputs["redacted"]["html"]
-    # the peer's address in the client's error and in the unparsed line: one placeholder, port kept
-    peer = re.search(r"connect to (client-\d+):5555 failed", html).group(1)
+    # the peer's address in the client's error and in the unparsed line: one placeholder, port
+    # kept (`host-N`: uvicorn's peer is in no table, so no peer column names it a client)
+    peer = re.search(r"connect to (host-\d+):5555 failed", html).group(1)
     assert f"garbage from {peer}:5555" in html
     assert "prompt: &#39;&lt;prompt-" in html  # the prompt text itself is gone
     assert "request-" in html  # the unreached table's request column

@@ -83,6 +83,32 @@ def test_labels_written_as_plain_strings_read_as_the_tool_writes_them(tmp_path, 
     assert analysis_json(runner, ["--tables", "whole"], tmp_path / "plain.json") == direct
 
 
+def test_a_version_2_dataset_with_its_peer_column_reads_the_same(tmp_path, monkeypatch):
+    """Version 2 wrote uvicorn's `peer` in `server_requests`, a column 3 has not; an
+    unknown version is refused, naming the versions read."""
+    import polars as pl
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(FIXTURES / "seed-two-instances", tmp_path / "seed")
+    runner = CliRunner()
+    ingest(runner, ["seed"], tmp_path / "whole")
+    direct = analysis_json(runner, ["--tables", "whole"], tmp_path / "direct.json")
+    manifest_path = tmp_path / "whole" / "dataset.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest_path.write_text(json.dumps({**manifest, "version": 2}))
+    written = 0
+    for parquet in (tmp_path / "whole").glob("files/*/server_requests.parquet"):
+        frame = pl.read_parquet(parquet)
+        frame.with_columns(pl.lit("10.0.0.2:40110").alias("peer")).write_parquet(parquet)
+        written += frame.height
+    assert written
+    assert analysis_json(runner, ["--tables", "whole"], tmp_path / "v2.json") == direct
+    manifest_path.write_text(json.dumps({**manifest, "version": 1}))
+    result = runner.invoke(cli, ["analyze", "--tables", "whole", "--json", "x.json"])
+    assert result.exit_code == 2
+    assert "dataset of version 2 or 3 (found logforensics-tables 1)" in result.output
+
+
 def test_the_same_file_in_two_datasets_is_read_once(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     shutil.copytree(FIXTURES / "seed-two-instances", tmp_path / "seed")

@@ -30,8 +30,9 @@ UVICORN_ACCESS_RE = (
 )
 
 
-def access_fields(hits: pl.DataFrame) -> pl.DataFrame:
-    """`peer`, `method`, `path`, `status` of lines UVICORN_ACCESS_RE matches.
+def access_fields(hits: pl.DataFrame, peer: bool = True) -> pl.DataFrame:
+    """`method`, `path`, `status` (and with `peer`, the `peer`) of lines UVICORN_ACCESS_RE
+    matches.
 
     An ASCII line is cut at the delimiters the regex puts between its fields
     (each field holds none of them): 5× faster than its capture groups, which
@@ -39,7 +40,8 @@ def access_fields(hits: pl.DataFrame) -> pl.DataFrame:
     """
     msg = pl.col("msg")
     if not hits.select(msg.str.len_bytes().sum() == msg.str.len_chars().sum()).item():
-        return hits.with_columns(msg.str.extract_groups(UVICORN_ACCESS_RE).alias("_g")).unnest("_g")
+        fields = hits.with_columns(msg.str.extract_groups(UVICORN_ACCESS_RE).alias("_g"))
+        return fields.unnest("_g") if peer else fields.unnest("_g").drop("peer")
 
     colon, dash = pl.col("_colon"), pl.col("_dash")
     request = pl.col("_request")
@@ -49,7 +51,11 @@ def access_fields(hits: pl.DataFrame) -> pl.DataFrame:
             msg.str.find(' - "', literal=True).alias("_dash"),
         )
         .with_columns(
-            msg.str.slice(colon + 1, dash - colon - 1).str.strip_chars_start().alias("peer"),
+            *(
+                [msg.str.slice(colon + 1, dash - colon - 1).str.strip_chars_start().alias("peer")]
+                if peer
+                else []
+            ),
             # METHOD PATH HTTP/x" STATUS…: no field holds a space
             msg.str.slice(dash + 4).str.splitn(" ", 4).alias("_request"),
         )
@@ -83,8 +89,10 @@ class UvicornAccess(RegexLineFormat):
         needed = lines.select(
             "line_no", "instance", "at", "at_precision_s", "msg", file_role(lines).alias("_role")
         )
-        hits = access_fields(self.matching(needed))
-        in_proxy = hits.select(pl.col("_role") == "proxy").to_series()
+        matched = self.matching(needed)
+        in_proxy = matched.select(pl.col("_role") == "proxy").to_series()
+        # the peer (uvicorn's ip:port, nearly one a request) is kept only as a proxy's client
+        hits = access_fields(matched, peer=in_proxy.any())
         server = hits if not in_proxy.any() else hits.filter(~in_proxy)
         rows = server.select(
             "instance",
@@ -94,9 +102,10 @@ class UvicornAccess(RegexLineFormat):
             "method",
             "path",
             pl.col("status").cast(pl.Int64).alias("http_status"),
-            "peer",
             source_expr(source.display).alias("source"),
         )
+        if not in_proxy.any():
+            return Claim(records=hits["line_no"], tables={"server_requests": rows})
         proxied = hits.filter(in_proxy).select(
             "at",
             pl.col("instance").alias("proxy"),
