@@ -5,6 +5,7 @@ import json
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from logforensics.analysis import analyze
@@ -48,3 +49,36 @@ def test_upstream_addresses_are_mapped_by_requests_per_second(busy):
         f"10.0.1.{11 + n}:8000": f"gpu-{n}" for n in range(8)
     }
     assert all(u["by"] == "counts" and u["counts_r"] > 0.9 for u in upstreams.values())
+
+
+def test_the_polars_floor_reads_every_record_the_truth_counts(tmp_path):
+    """bench/floor.py, the reference `make bench` times beside `analyze`, is a floor only
+    if it reads the fields `analyze` reads: every record of the short bundle's truth."""
+    import floor
+
+    truth = generate.generate_short(20_000, tmp_path, seed=7)
+    bundle = Path(truth["bundle"])
+    tables = floor.read([bundle / rel for rel in sorted(truth["files"])])
+    want = {}
+    for counts in truth["records"].values():
+        for table, n in counts.items():
+            want[table] = want.get(table, 0) + n
+    instance, proxy = tables["instance"], tables["proxy"]
+    records = instance.filter(pl.col("method").is_not_null() | pl.col("running").is_not_null())
+    assert records["at"].null_count() == 0
+    assert records["method"].drop_nulls().len() == want["server_requests"]
+    assert records["running"].drop_nulls().len() == want["engine_stats"]
+    assert (
+        proxy.filter(pl.col("at").is_not_null() & pl.col("status").is_not_null()).height
+        == (want["proxy_requests"])
+    )
+
+
+def test_the_polars_floor_reads_every_client_request(busy):
+    import floor
+
+    _, truth = busy
+    bundle = Path(truth["bundle"])
+    client = floor.read([bundle / "client" / "results.jsonl"])["client"]
+    assert client.height == truth["totals"]["sent"]
+    assert client["ended_at"].null_count() == 0
