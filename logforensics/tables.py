@@ -29,10 +29,11 @@ from logforensics.ingest.inputs import Read
 from logforensics.ingest.sources import Duplicate
 
 TABLES_FORMAT = "logforensics-tables"
-# 2: label columns are categoricals (`model.LABEL`); 3: `server_requests` has no `peer`
+# 2: label columns are categoricals (`model.LABEL`); 3: `server_requests` has no `peer`,
+# HTTP statuses are Int16 (`model.STATUS`)
 TABLES_VERSION = 3
-# A dataset of version 2 holds every column of 3 (`peer` besides): its entries are read
-# (conformed to the model) as they are.
+# A dataset of version 2 holds every column of 3 (`peer` besides, statuses as Int64): its
+# entries are read as they are (conformed to the model).
 READABLE_VERSIONS = {2, TABLES_VERSION}
 
 

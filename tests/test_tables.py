@@ -159,3 +159,16 @@ def test_the_ingest_command_runs_as_a_program(tmp_path):
     )
     entries = sorted((out / "files").iterdir())
     assert entries and all((e / "file.json").exists() for e in entries)
+
+
+def test_a_status_past_int16_is_unknown_not_a_crash():
+    """Statuses are Int16 (`model.STATUS`): a client file's 70000 is no HTTP status and is
+    read as unknown; -1 (some testers' "no answer") is kept."""
+    import polars as pl
+
+    from logforensics import model
+
+    frame = pl.DataFrame({"http_status": [200, 70000, -1, None]})
+    conformed = model.conform("client_requests", frame)
+    assert conformed.schema["http_status"] == model.STATUS
+    assert conformed["http_status"].to_list() == [200, None, -1, None]

@@ -26,12 +26,12 @@ REQUEST_COLUMNS = {
     "proxy_instance": model.LABEL,
     "proxy_upstream": model.LABEL,
     "proxy_delivery": model.LABEL,
-    "proxy_status": pl.Int64,
+    "proxy_status": model.STATUS,
     "proxy_source": model.SOURCE,
     "reach": pl.Utf8,
     "outcome": model.LABEL,
     "error": pl.Utf8,
-    "http_status": pl.Int64,
+    "http_status": model.STATUS,
     "arrived_at": pl.Datetime("us", "UTC"),  # when its engine logged its arrival
 }
 GAVE_UP_STATUSES = [499, 504]  # a proxy's "client left" / "upstream timed out": a slow answer
