@@ -202,8 +202,10 @@ def test_ugly_bytes_read_in_batches_as_whole(tmp_path, small_batches, kind):
 def test_the_batches_hold_every_line_once(tmp_path):
     path = _vllm_log(tmp_path, [VLLM_LINES[1]] * 500)
     source = SourceFile(path, path.name, "x")
-    numbers = pl.concat([b["line_no"] for b in source.line_batches(1500)])
+    batches = list(source.line_batches(1500))
+    numbers = pl.concat([b["line_no"] for b, _ in batches])
     assert numbers.to_list() == list(range(1, 502))
+    assert [last for _, last in batches] == [False] * (len(batches) - 1) + [True]
 
 
 @settings(
@@ -225,10 +227,14 @@ def test_byte_batches_are_the_file_cut_after_newlines(
     assume(compressed or not data.startswith(b"\x1f\x8b"))  # gzip's magic: read as gzip
     path = tmp_path / "f.log"
     path.write_bytes(gzip.compress(data) if compressed else data)
-    pieces = list(SourceFile(path, path.name, "x").byte_batches(size))
+    source = SourceFile(path, path.name, "x")
+    pieces = list(source.byte_batches(size))
     assert b"".join(pieces) == data
     assert all(piece for piece in pieces)
     assert all(piece.endswith(b"\n") for piece in pieces[:-1])
+    # the last piece is told by the file's end (no piece read ahead)
+    flags = [last for _, last in source.byte_pieces(size)]
+    assert flags == [False] * (len(pieces) - 1) + [True] * bool(pieces)
 
 
 def test_detached_rows_keep_every_value_and_null():

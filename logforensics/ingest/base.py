@@ -129,17 +129,19 @@ class SourceFile:
         self.facts = byte_facts(data, undecodable)
         return lines
 
-    def line_batches(self, size: int) -> Iterator[pl.DataFrame]:
+    def line_batches(self, size: int) -> Iterator[tuple[pl.DataFrame, bool]]:
         """The file's lines as `lines` gives them, in consecutive batches of about `size`
-        bytes (cut after a newline), numbered across the file; `facts` set once read through.
+        bytes (cut after a newline), numbered across the file, each with whether it is the
+        last; `facts` set once read through.
 
-        For a big log parsed batch by batch: only one batch's text is held at a time. The
-        bytes are read here, not by polars' own reader of the file, which maps the whole
-        file into memory: its pages count as the process's resident memory (195 MB of a
-        195 MB log by its end; twice that with two such logs parsed at once).
+        For a big log parsed batch by batch: only one batch's text is held at a time (the
+        last is told by the file's end, not by reading the next batch ahead). The bytes
+        are read here, not by polars' own reader of the file, which maps the whole file
+        into memory: its pages count as the process's resident memory (195 MB of a 195 MB
+        log by its end; twice that with two such logs parsed at once).
         """
         first, head, last, undecodable = 1, b"", b"", False
-        for data in self.byte_batches(size):
+        for data, at_end in self.byte_pieces(size):
             if len(head) < self.FACT_BYTES:
                 head += data[: self.FACT_BYTES - len(head)]
             last = data[-1:]
@@ -147,7 +149,7 @@ class SourceFile:
             undecodable = undecodable or bad
             first += frame.height
             del data
-            yield frame
+            yield frame, at_end
         self.facts = {
             "undecodable": undecodable,
             "nul": b"\x00" in head,
@@ -159,6 +161,12 @@ class SourceFile:
     def byte_batches(self, size: int) -> Iterator[bytes]:
         """The file's bytes (gzip undone) in consecutive pieces of about `size`, each cut
         after a newline (the last may lack one): a big file read without holding it."""
+        for chunk, _ in self.byte_pieces(size):
+            yield chunk
+            del chunk
+
+    def byte_pieces(self, size: int) -> Iterator[tuple[bytes, bool]]:
+        """`byte_batches`' pieces, each with whether it is the last (the file ends there)."""
         opener = gzip.open if self.compressed else open
         try:
             with opener(self.path, "rb") as handle:
@@ -167,7 +175,7 @@ class SourceFile:
                     # one copy of the piece instead of two (1.5 GB: 0.43M → 0.14M page faults)
                     if not chunk.endswith(b"\n"):
                         chunk += handle.readline()
-                    yield chunk
+                    yield chunk, not handle.peek(1)
                     del chunk
         except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
             raise InputError(f"{self.display}: cannot read: {exc}") from exc

@@ -730,10 +730,7 @@ def parse_in_batches(source: SourceFile, ctx: ParseContext, role: str) -> ParseR
     before: dt.datetime | None = None
     untimed_head = False
     pending, held = None, 0
-    batches = source.line_batches(BATCH_BYTES)
-    batch = next(batches, None)
-    while batch is not None:
-        following = next(batches, None)
+    for batch, last_batch in source.line_batches(BATCH_BYTES):
         if pending is not None:
             batch, pending = pl.concat([pending, batch]), None
         split = prefixed(batch, source.instance, ctx.year, ctx.server_tz, before)
@@ -744,16 +741,15 @@ def parse_in_batches(source: SourceFile, ctx: ParseContext, role: str) -> ParseR
         if stamped.any():
             if untimed_head or _wraps(split, own, before):
                 return None
-            if following is not None:
+            if not last_batch:
                 last = stamped.arg_true()[-1]
                 pending, frame = model.detached(batch.slice(last + 1)), frame.head(last + 1)
             held = 0
             before = own.drop_nulls()[-1]
-        elif following is not None and before is not None:
+        elif not last_batch and before is not None:
             pending, held = batch, held + 1
             if held > PENDING_BATCHES:
                 return None
-            batch = following
             continue
         elif before is None:
             untimed_head = True
@@ -774,7 +770,7 @@ def parse_in_batches(source: SourceFile, ctx: ParseContext, role: str) -> ParseR
                 break
             unclaimed = account.take(index, unclaimed)
         leftovers.append(model.detached(unclaimed))
-        batch = following
+        del batch, unclaimed  # not held while the next batch is read
     unclaimed = (
         pl.concat(leftovers)
         if leftovers
