@@ -1,11 +1,13 @@
 """Reference: polars' own floor for a bench bundle, the fields read and nothing else.
 
 Each file named on the command line is read by polars' own readers and reduced to the
-columns the analysis needs, by the tool's own fastest extraction of each line (the
-client JSONL by `scan_ndjson`; nginx's common layout by `NGINX_COMMON_RE`'s captures;
+columns the analysis needs, by the fastest extraction of each line found (the client
+JSONL by `scan_ndjson`; an nginx line cut at its quotes and spaces, unchecked;
 an instance's runtime stamp sliced and read as `timeparse.sliced_runtime_stamp_to_utc`
-does (a stamp with no fraction, on a few start-up lines, is left undated), its uvicorn access lines cut as `pylogs.access_fields` cuts them, its stats lines
-by `V1_STATS_RE`), every file in one `collect_all` so that polars keeps both cores busy.
+does (a stamp with no fraction, on a few start-up lines, is left undated), its uvicorn
+access lines cut as `pylogs.access_fields` cuts them, its stats lines by `V1_STATS_RE`),
+every file in one `collect_all` so that polars keeps both cores busy (its streaming
+engine measured no faster).
 Then one as-of join a table pair. Nothing is checked, attributed, diagnosed or
 reported, no line is accounted for, no other layout or format is looked for: what
 `analyze` takes on the same machine cannot be much below this. (Its memory is no
@@ -25,7 +27,6 @@ import polars as pl
 
 from logforensics import timeparse
 from logforensics.ingest.engines.vllm import V1_STATS_RE
-from logforensics.ingest.proxies.nginx import NGINX_COMMON_RE
 
 CLIENT_STAMP = "%Y-%m-%dT%H:%M:%S%.fZ"
 
@@ -56,20 +57,30 @@ def client(path: Path) -> pl.LazyFrame:
 
 
 def proxy(path: Path) -> pl.LazyFrame:
+    """Cut at quotes and spaces, unchecked: less than the tool may do (it must tell the
+    common layout's lines from others), 1.35× faster than `NGINX_COMMON_RE`'s captures."""
+    quoted = [pl.col("q").struct.field(f"field_{i}") for i in range(7)]
+    head, request, status, upstream = quoted[0], quoted[1], quoted[2], quoted[6]
     return (
         lines(path)
-        .select(pl.col("text").str.extract_groups(NGINX_COMMON_RE).alias("g"))
-        .unnest("g")
+        .select(pl.col("text").str.split_exact('"', 6).alias("q"))
         .select(
-            timeparse.clf_to_utc(pl.col("time")).alias("at"),
+            head.str.head(head.str.find(" ", literal=True)).alias("client"),
+            timeparse.clf_to_utc(head.str.tail(28).str.head(26)).alias("at"),
+            request.str.splitn(" ", 3).alias("r"),
+            status.str.slice(1, 3).cast(pl.Int64, strict=False).alias("status"),
+            upstream.str.slice(1).str.splitn(" ", 4).alias("u"),
+        )
+        .select(
+            "at",
             "client",
-            "method",
-            "path",
-            pl.col("status").cast(pl.Int64),
-            "ua",
-            pl.col("us").cast(pl.Int64, strict=False),
-            pl.col("rt").cast(pl.Float64, strict=False),
-            pl.col("urt").cast(pl.Float64, strict=False),
+            pl.col("r").struct.field("field_0").alias("method"),
+            pl.col("r").struct.field("field_1").alias("path"),
+            "status",
+            pl.col("u").struct.field("field_0").alias("ua"),
+            pl.col("u").struct.field("field_1").cast(pl.Int64, strict=False).alias("us"),
+            pl.col("u").struct.field("field_2").cast(pl.Float64, strict=False).alias("rt"),
+            pl.col("u").struct.field("field_3").cast(pl.Float64, strict=False).alias("urt"),
         )
     )
 
