@@ -30,9 +30,10 @@ from logforensics.ingest.sources import Duplicate
 
 TABLES_FORMAT = "logforensics-tables"
 # 2: label columns are categoricals (`model.LABEL`); 3: `server_requests` has no `peer`,
-# HTTP statuses are Int16 (`model.STATUS`)
+# HTTP statuses are Int16 (`model.STATUS`), a client's step, concurrency, index and
+# output tokens Int32 (`model.COUNT`)
 TABLES_VERSION = 3
-# A dataset of version 2 holds every column of 3 (`peer` besides, statuses as Int64): its
+# A dataset of version 2 holds every column of 3 (`peer` besides, statuses and counts as Int64): its
 # entries are read as they are (conformed to the model).
 READABLE_VERSIONS = {2, TABLES_VERSION}
 

@@ -161,14 +161,17 @@ def test_the_ingest_command_runs_as_a_program(tmp_path):
     assert entries and all((e / "file.json").exists() for e in entries)
 
 
-def test_a_status_past_int16_is_unknown_not_a_crash():
-    """Statuses are Int16 (`model.STATUS`): a client file's 70000 is no HTTP status and is
+def test_a_status_past_int16_or_a_count_past_int32_is_unknown_not_a_crash():
+    """Statuses are Int16 (`model.STATUS`), a client's steps, indexes and token counts
+    Int32 (`model.COUNT`): a client file's 70000 is no HTTP status and 2**40 no index,
     read as unknown; -1 (some testers' "no answer") is kept."""
     import polars as pl
 
     from logforensics import model
 
-    frame = pl.DataFrame({"http_status": [200, 70000, -1, None]})
+    frame = pl.DataFrame({"http_status": [200, 70000, -1, None], "index": [0, 2**40, 7, None]})
     conformed = model.conform("client_requests", frame)
     assert conformed.schema["http_status"] == model.STATUS
+    assert conformed.schema["index"] == model.COUNT
     assert conformed["http_status"].to_list() == [200, None, -1, None]
+    assert conformed["index"].to_list() == [0, None, 7, None]
