@@ -206,6 +206,8 @@ def summarise_output(stdout: str, out_path: Path) -> str:
     last = lines[-1].strip()
     if last.startswith("verdict:"):
         return last.removeprefix("verdict: ")[:120]
+    if last.endswith(" rows read") and last.split()[0].isdigit():  # bench/floor.py
+        return f"{int(last.split()[0]):,} rows read"
     if last.endswith(" total"):  # wc -l over several files
         return f"{int(last.split()[0]):,} lines"
     if all(re.match(r"^\s*\d+ \S", x) for x in lines):  # uniq -c
@@ -215,8 +217,6 @@ def summarise_output(stdout: str, out_path: Path) -> str:
         return f"{n:,} count lines (uniq -c)"
     if all(":" in x and x.rsplit(":", 1)[1].strip().isdigit() for x in lines):  # grep -c
         return f"{sum(int(x.rsplit(':', 1)[1]) for x in lines):,} matching lines"
-    if last.endswith(" rows read") and last.split()[0].isdigit():  # bench/floor.py
-        return f"{int(last.split()[0]):,} rows read"
     if last.isdigit() and len(lines) == 1:
         return f"{int(last):,} matching lines"
     if lines[0].startswith("count(*)"):
