@@ -88,7 +88,7 @@ def proxy(path: Path) -> pl.LazyFrame:
 def instance(path: Path) -> pl.LazyFrame:
     text = pl.col("text")
     end = text.str.find(" ", literal=True)
-    msg, colon, dash = pl.col("msg"), pl.col("_colon"), pl.col("_dash")
+    msg, dash = pl.col("msg"), pl.col("_dash")
     access = msg.str.starts_with("INFO: ") & dash.is_not_null()
     return (
         lines(path)
@@ -96,15 +96,9 @@ def instance(path: Path) -> pl.LazyFrame:
             timeparse.sliced_runtime_stamp_to_utc(text, end).alias("at"),
             text.str.slice(end + 1).alias("msg"),
         )
-        .with_columns(
-            msg.str.find(":", literal=True).alias("_colon"),
-            msg.str.find(' - "', literal=True).alias("_dash"),
-        )
+        .with_columns(msg.str.find(' - "', literal=True).alias("_dash"))
         .select(
             "at",
-            pl.when(access)
-            .then(msg.str.slice(colon + 1, dash - colon - 1).str.strip_chars_start())
-            .alias("peer"),
             pl.when(access).then(msg.str.slice(dash + 4).str.splitn(" ", 4)).alias("_request"),
             pl.when(msg.str.contains("Running: ", literal=True))
             .then(msg.str.extract_groups(V1_STATS_RE.removeprefix("^")))

@@ -33,8 +33,8 @@ TABLES_FORMAT = "logforensics-tables"
 # HTTP statuses are Int16 (`model.STATUS`), a client's step, concurrency, index and
 # output tokens Int32 (`model.COUNT`)
 TABLES_VERSION = 3
-# A dataset of version 2 holds every column of 3 (`peer` besides, statuses and counts as Int64): its
-# entries are read as they are (conformed to the model).
+# A dataset of version 2 holds every column of 3 (`peer` besides; statuses and counts as
+# Int64): its entries are read as they are (conformed to the model).
 READABLE_VERSIONS = {2, TABLES_VERSION}
 
 

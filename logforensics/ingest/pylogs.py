@@ -91,9 +91,10 @@ class UvicornAccess(RegexLineFormat):
         )
         matched = self.matching(needed)
         in_proxy = matched.select(pl.col("_role") == "proxy").to_series()
+        any_proxied = in_proxy.any()
         # the peer (uvicorn's ip:port, nearly one a request) is kept only as a proxy's client
-        hits = access_fields(matched, peer=in_proxy.any())
-        server = hits if not in_proxy.any() else hits.filter(~in_proxy)
+        hits = access_fields(matched, peer=any_proxied)
+        server = hits.filter(~in_proxy) if any_proxied else hits
         rows = server.select(
             "instance",
             "at",
@@ -104,7 +105,7 @@ class UvicornAccess(RegexLineFormat):
             pl.col("status").cast(pl.Int64).alias("http_status"),
             source_expr(source.display).alias("source"),
         )
-        if not in_proxy.any():
+        if not any_proxied:
             return Claim(records=hits["line_no"], tables={"server_requests": rows})
         proxied = hits.filter(in_proxy).select(
             "at",
