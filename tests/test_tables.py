@@ -84,8 +84,8 @@ def test_labels_written_as_plain_strings_read_as_the_tool_writes_them(tmp_path, 
 
 
 def test_a_version_2_dataset_with_its_peer_column_reads_the_same(tmp_path, monkeypatch):
-    """Version 2 wrote uvicorn's `peer` in `server_requests`, a column 3 has not; an
-    unknown version is refused, naming the versions read."""
+    """Version 2 wrote uvicorn's `peer` in `server_requests`, a column 3 has not, and its
+    statuses as Int64; an unknown version is refused, naming the versions read."""
     import polars as pl
 
     monkeypatch.chdir(tmp_path)
@@ -99,7 +99,9 @@ def test_a_version_2_dataset_with_its_peer_column_reads_the_same(tmp_path, monke
     written = 0
     for parquet in (tmp_path / "whole").glob("files/*/server_requests.parquet"):
         frame = pl.read_parquet(parquet)
-        frame.with_columns(pl.lit("10.0.0.2:40110").alias("peer")).write_parquet(parquet)
+        frame.with_columns(
+            pl.lit("10.0.0.2:40110").alias("peer"), pl.col("http_status").cast(pl.Int64)
+        ).write_parquet(parquet)
         written += frame.height
     assert written
     assert analysis_json(runner, ["--tables", "whole"], tmp_path / "v2.json") == direct
