@@ -7,11 +7,10 @@ an instance's runtime stamp sliced and read as `timeparse.sliced_runtime_stamp_t
 does (a stamp with no fraction, on a few start-up lines, is left undated), its uvicorn
 access lines cut as `pylogs.access_fields` cuts them, its stats lines by `V1_STATS_RE`),
 every file in one `collect_all` so that polars keeps both cores busy (its streaming
-engine measured no faster).
-Then one as-of join a table pair. Nothing is checked, attributed, diagnosed or
-reported, no line is accounted for, no other layout or format is looked for: what
-`analyze` takes on the same machine cannot be much below this. (Its memory is no
-floor: every file is held whole at once.)
+engine measured no faster), then one as-of join a table pair (timed, not kept).
+Nothing is checked, attributed, diagnosed or reported, no line is accounted for, no
+other layout or format is looked for: what `analyze` takes on the same machine cannot
+be much below this. (Its memory is no floor: every file is held whole at once.)
 
 Prints the rows read (each kind's on stderr). The kind of a file is told by its path:
 ``*.jsonl`` a client's results, a name holding ``nginx`` the proxy's access log,
@@ -26,21 +25,15 @@ from pathlib import Path
 import polars as pl
 
 from logforensics import timeparse
+from logforensics.ingest.base import AS_LINES
 from logforensics.ingest.engines.vllm import V1_STATS_RE
 
 CLIENT_STAMP = "%Y-%m-%dT%H:%M:%S%.fZ"
 
 
 def lines(path: Path) -> pl.LazyFrame:
-    """The file's lines as one text column (no quoting, no separator any line holds)."""
-    return pl.scan_csv(
-        path,
-        has_header=False,
-        separator="\x1f",
-        quote_char=None,
-        new_columns=["text"],
-        schema_overrides={"text": pl.Utf8},
-    )
+    """The file's lines as one text column, read as the tool reads a file whole."""
+    return pl.scan_csv(path, **AS_LINES)
 
 
 def client(path: Path) -> pl.LazyFrame:
@@ -133,7 +126,7 @@ def read(paths: list[Path]) -> dict[str, pl.DataFrame]:
         at = tables["proxy"].select("at", "ua").drop_nulls("at").sort("at")
         if "instance" in tables:
             served = tables["instance"].filter(pl.col("method").is_not_null()).drop_nulls("at")
-            served.sort("at").join_asof(at, on="at", strategy="nearest")
+            served.sort("at").join_asof(at, on="at", strategy="nearest")  # timed, not kept
         if "client" in tables:
             ended = tables["client"].drop_nulls("ended_at").sort("ended_at")
             ended.join_asof(at.rename({"at": "ended_at"}), on="ended_at", strategy="nearest")

@@ -41,7 +41,8 @@ def access_fields(hits: pl.DataFrame, peer: bool = True) -> pl.DataFrame:
     msg = pl.col("msg")
     if not hits.select(msg.str.len_bytes().sum() == msg.str.len_chars().sum()).item():
         fields = hits.with_columns(msg.str.extract_groups(UVICORN_ACCESS_RE).alias("_g"))
-        return fields.unnest("_g") if peer else fields.unnest("_g").drop("peer")
+        fields = fields.unnest("_g")
+        return fields if peer else fields.drop("peer")
 
     colon, dash = pl.col("_colon"), pl.col("_dash")
     request = pl.col("_request")
