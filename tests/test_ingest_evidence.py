@@ -5,9 +5,10 @@ from pathlib import Path
 
 import polars as pl
 
+from logforensics.analysis import analyze
 from logforensics.ingest import ParseContext
 from logforensics.ingest.inputs import load
-from tests.conftest import FIXTURES, corpus
+from tests.conftest import FIXTURES, corpus, incident_inputs
 
 CTX = ParseContext(year=2026)
 DATA = Path(__file__).parent / "data" / "loadtesters"
@@ -48,6 +49,14 @@ def test_consoles_give_the_testers_own_figures_not_requests():
     ]  # fmt: skip
 
 
+def measured_steps(paths: list[Path]) -> list[tuple]:
+    """(concurrency, sent, ok, failed) of each measured step `analyze` finds."""
+    runs = analyze(paths).runs
+    return [
+        (r["concurrency"], r["sent"], r["succeeded"], r["failed"]) for r in runs if not r["warmup"]
+    ]
+
+
 def test_the_seed_clients_printed_rows_and_its_jsonl_are_one_run():
     """corpus pyproxy-seed: the seed script's printout (stamped step headers, a warm-up row,
     per-step summary lines) beside the JSONL of the same 48 requests."""
@@ -57,21 +66,39 @@ def test_the_seed_clients_printed_rows_and_its_jsonl_are_one_run():
     assert client.height == 48
     (same,) = inputs.same_run
     assert same.file.endswith("client-stdout.log") and same.requests == 48
-    # the printout's blocks give the JSONL rows their concurrency; the warm-up has none
-    per = client.group_by("concurrency", "warmup").len().sort("concurrency", nulls_last=True)
-    assert per.rows() == [
-        (5, False, 5),
-        (9, False, 9),
-        (13, False, 13),
-        (20, False, 20),
-        (None, True, 1),
-    ]
+    # the JSONL decides: its rows keep the concurrency it gave them (none), the printout's
+    # blocks do not fill it
+    assert client["concurrency"].null_count() == 48
     assert client.filter(pl.col("outcome") == "http_503").height == 20
     printout = next(a for a in inputs.files if a.path.endswith("client-stdout.log"))
     assert printout.unparsed == 0
     assert [(s["concurrency"], s["ok"]) for s in inputs.tester_summaries] == [
         (5, 5), (9, 6), (13, 8), (20, 8),
     ]  # fmt: skip
+
+
+def test_a_console_beside_the_per_request_file_never_changes_the_steps():
+    """corpus standby-backup: seed_client3.py's printout ("step 2: indexes 1..2", a stamped
+    warm-up row, "step 8: 5/8 OK, total 60.11s, 1.3 tok/s") beside its JSONL; the steps are
+    the JSONL's alone, the printout's tallies kept as the tester's own and compared."""
+    folder = corpus("standby-backup")
+    logs = [p for p in incident_inputs(folder) if p.name != "client-stdout.log"]
+    alone = measured_steps(logs)
+    assert alone == [(2, 2, 2, 0), (4, 4, 4, 0), (6, 6, 6, 0), (8, 8, 5, 3)]
+    assert measured_steps(incident_inputs(folder)) == alone
+    inputs = load([folder / "client-stdout.log", folder / "client.jsonl"], CTX)
+    printout = next(a for a in inputs.files if a.path.endswith("client-stdout.log"))
+    assert (printout.parsed, printout.noise, printout.unparsed) == (
+        21,
+        9,
+        0,
+    )  # 20 rows and the warm-up; 4 headers, 4 tallies, "done"
+    figures = [
+        (s["concurrency"], s["sent"], s["ok"], s["duration_s"]) for s in inputs.tester_summaries
+    ]
+    assert figures == [(2, 2, 2, 16.58), (4, 4, 4, 33.24), (6, 6, 6, 50.72), (8, 8, 5, 60.11)]
+    agree = [f["agree"] for f in analyze(incident_inputs(folder)).tester_figures]
+    assert agree == [True, True, True, True]
 
 
 def test_guidellms_side_files_are_the_same_run(tmp_path):

@@ -8,8 +8,9 @@ record, the others are listed as "same run, not re-counted" with the reason.
   file kept is the one with more timed rows (then more rows, then the first).
 * Untimed rows (the seed script's ``(i, seconds, tokens, 'OK')``) that repeat a
   timed file's requests (same request number and latency to the script's 0.01 s
-  rounding) count once, with the timed copy; the concurrency their blocks show
-  fills the timed copy's where it had none.
+  rounding) count once, with the timed copy. The timed file decides the steps: a
+  console's blocks never change its concurrency, counts or order (their figures are
+  the tester's own, compared with the steps found).
 """
 
 from __future__ import annotations
@@ -109,15 +110,6 @@ def drop_repeated_rows(client: pl.DataFrame) -> tuple[pl.DataFrame, list[SameRun
     kept = (
         untimed.with_row_index("_u").filter(~pl.col("_u").is_in(pairs["_u"].implode())).drop("_u")
     )
-    # the untimed copy's step metadata (the seed rows' blocks) fills the timed row's gap
-    levels = pairs.filter(pl.col("_conc").is_null() & pl.col("concurrency").is_not_null())
-    if levels.height:
-        timed = (
-            timed.with_row_index("_t")
-            .join(levels.select("_t", pl.col("concurrency").alias("_copy")), on="_t", how="left")
-            .with_columns(pl.coalesce("concurrency", "_copy").alias("concurrency"))
-            .drop("_t", "_copy")
-        )
     same = [
         SameRun(str(run), str(other), n, "repeat (same request number and latency) those in")
         for run, other, n in pairs.group_by("run", "_run", maintain_order=True).len().iter_rows()

@@ -20,20 +20,30 @@ from logforensics.ingest.toolkit import (
     source_expr,
 )
 
+STAMP = (
+    r"(?:\d{4}-\d{2}-\d{2}T[\d:.]+(?:Z|[+-]\d{2}:?\d{2})?\s+)?"  # the corpus's clients stamp lines
+)
 TUPLE_RE = r"""\(\s*(\d+)\s*,\s*(-?[\d.]+)\s*,\s*(\d+)\s*,\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)")\s*\)"""
 # a block's header, maybe stamped: "N=20", "# concurrency: 5", "동시 요청 20",
-# "2026-12-01T14:18:25.368+00:00 step concurrency=5" (the corpus's seed client)
+# "2026-12-01T14:18:25.368+00:00 step concurrency=5" (the corpus's seed client),
+# "2026-12-04T16:00:13.535+00:00 step 2: indexes 1..2" (its --pad-words variant)
 STEP_HEADER_RE = (
-    r"(?i)^\s*(?:\d{4}-\d{2}-\d{2}T[\d:.]+(?:Z|[+-]\d{2}:?\d{2})?\s+)?#*\s*(?:step\s+)?"
-    r"(?:N|concurrency|concurrent|workers|동시(?: 요청)?)\s*[=:]?\s*(\d+)\s*$"
+    rf"(?i)^\s*{STAMP}#*\s*(?:step\s+)?"
+    r"(?:(?:N|concurrency|concurrent|workers|동시(?: 요청)?)\s*[=:]?\s*(\d+)\s*$"
+    r"|(\d+):\s+indexes\s+\d+\s*\.\.\s*\d+\s*$)"
 )
 # the script's per-step summary (the write-up's table): "concurrent=5 ok=5/5 mean=11.05s
 # throughput=89.5 tok/s wall=16.8s"
+# throughput=89.5 tok/s wall=16.8s", or stamped "step 8: 5/8 OK, total 60.11s, 1.3 tok/s"
 STEP_SUMMARY_RE = (
     r"^\s*(?:concurrent|concurrency|N)=(?P<level>\d+) ok=(?P<ok>\d+)/(?P<sent>\d+)"
     r"(?: mean=(?P<mean>[\d.]+)s)?(?: throughput=(?P<tps>[\d.]+) tok/s)?(?: wall=(?P<wall>[\d.]+)s)?"
 )
-WARMUP_RE = r"(?i)^\s*warm[- ]?up\b"
+STEP_TALLY_RE = (
+    rf"^\s*{STAMP}step (?P<level>\d+): (?P<ok>\d+)/(?P<sent>\d+) OK"
+    r"(?:, total (?P<wall>[\d.]+)s)?(?:, (?P<tps>[\d.]+) tok/s)?\s*$"
+)
+WARMUP_RE = rf"(?i)^\s*{STAMP}warm[- ]?up\b"
 
 
 @register_file_format
@@ -54,14 +64,23 @@ class SeedRows(FileFormat):
 
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
         lines = source.lines
-        header = pl.col("text").str.extract(STEP_HEADER_RE, 1).cast(pl.Int64, strict=False)
+        header = pl.coalesce(
+            pl.col("text").str.extract(STEP_HEADER_RE, group) for group in (1, 2)
+        ).cast(pl.Int64, strict=False)
         rows = lines.with_columns(
             header.alias("declared"),
             pl.col("text").str.extract_all(TUPLE_RE).alias("tuples"),
         )
         is_header = pl.col("declared").is_not_null() & (pl.col("tuples").list.len() == 0)
-        summary = pl.col("text").str.contains(STEP_SUMMARY_RE)
-        noise = pl.col("text").str.contains(r"(?i)^\s*$|^\s*(#|total|elapsed|took|warm)") | summary
+        summary = pl.col("text").str.contains(STEP_SUMMARY_RE) | pl.col("text").str.contains(
+            STEP_TALLY_RE
+        )
+        noise = (
+            pl.col("text").str.contains(
+                rf"(?i)^\s*$|^\s*{STAMP}(#|total|elapsed|took|warm|done\s*$)"
+            )
+            | summary
+        )
         result = ParseResult(lines=lines.height, formats=[self.name])
         records = rows.filter(pl.col("tuples").list.len() > 0)
         result.parsed = records.height
@@ -121,7 +140,7 @@ class SeedRows(FileFormat):
         )
         result.add("client_requests", frame)
         for row in rows.filter(summary).iter_rows(named=True):
-            found = re.search(STEP_SUMMARY_RE, row["text"])
+            found = re.search(STEP_SUMMARY_RE, row["text"]) or re.search(STEP_TALLY_RE, row["text"])
             result.tester_summaries.append(
                 {
                     "tester": "a script printing (i, seconds, tokens, result) rows",
@@ -129,7 +148,9 @@ class SeedRows(FileFormat):
                     "sent": int(found["sent"]),
                     "ok": int(found["ok"]),
                     "failed": int(found["sent"]) - int(found["ok"]),
-                    "latency_s": {"mean": float(found["mean"]) if found["mean"] else None},
+                    "latency_s": {
+                        "mean": float(found["mean"]) if found.groupdict().get("mean") else None
+                    },
                     "output_tokens_per_s": float(found["tps"]) if found["tps"] else None,
                     "duration_s": float(found["wall"]) if found["wall"] else None,
                     "line": row["line_no"],
