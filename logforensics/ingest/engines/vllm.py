@@ -39,6 +39,7 @@ from logforensics.ingest.base import (
     Sample,
     SourceFile,
 )
+from logforensics.ingest.pylogs import CHAIN_TEXT, EXCEPTION_RE
 from logforensics.ingest.toolkit import (
     RegexLineFormat,
     first_kind,
@@ -326,12 +327,26 @@ LISTEN_URL_RE = (
 ARGS_RE = r"non-default args: \{"
 
 
+def stopping_shape(msg: pl.Expr) -> pl.Expr:
+    """What a stopping server prints: its own stamped lines, uvicorn's lifecycle lines, and
+    their tracebacks (frames, code, exceptions, chain text: indented or exception-shaped).
+    Any other line after a shutdown began is read on its own: noise never swallows what
+    follows it."""
+    return (
+        pl.col("level").is_not_null()
+        | msg.str.contains(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s")
+        | msg.str.contains(r"^\s")
+        | msg.str.contains(EXCEPTION_RE)
+        | msg.str.contains(CHAIN_TEXT)
+    )
+
+
 @register_line_format
 class VllmProcess(RegexLineFormat):
     """A server process's life in its log: an orderly shutdown, and a restart.
 
-    What a server prints after an orderly shutdown began (until it starts again) is
-    noise: vLLM 0.32.0 (corpus compute-loadtest) logs ``EngineDeadError`` and a
+    What a server prints after an orderly shutdown began (until it starts again), in
+    the shapes a stopping server prints (`stopping_shape`), is noise: vLLM 0.32.0 (corpus compute-loadtest) logs ``EngineDeadError`` and a
     traceback *after* ``[shutdown] API server: shutdown triggered``; the engine was
     told to stop, it did not die. A real engine death comes before any shutdown line,
     and a killed process prints none. Request lines and stats there keep their
@@ -457,7 +472,8 @@ class VllmProcess(RegexLineFormat):
             .alias("detail"),
             source_expr(source.display).alias("source"),
         )
-        noise = marked.filter((pl.col("_down") | pl.col("_start")) & ~pl.col("_again"))
+        stopping_chatter = pl.col("_down") & stopping_shape(msg)
+        noise = marked.filter((stopping_chatter | pl.col("_start")) & ~pl.col("_again"))
         return Claim(
             records=restarts["line_no"],
             noise=noise["line_no"],
