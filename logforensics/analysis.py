@@ -23,7 +23,7 @@ from logforensics.diagnose import Finding, Thresholds, Verdict, diagnose
 from logforensics.ingest import InputError, ParseContext, SourceFile, prometheus_api
 from logforensics.ingest.inputs import InputFile, Inputs, combine, expand, load
 
-JSON_FORMAT_VERSION = 7
+JSON_FORMAT_VERSION = 8  # the changelog: README.md, "JSON output"
 CAPPED_MIN_STEPS = 3  # an instance's count fixed across this many steps...
 CAPPED_MIN_COUNT = 3  # ...at this many requests or more is a cap, not chance
 
@@ -104,6 +104,8 @@ class Analysis:
             "failed": int((~m["ok"]).sum()) if m.height else 0,
             "unreached": int((m["reach"] == "unreached").sum()) if m.height else 0,
             "unknown": int((m["reach"] == "unknown").sum()) if m.height else 0,
+            # successes no present log saw: served by an instance whose log is missing
+            "reached_unseen": int((m["reach_witness"] == "success").sum()) if m.height else 0,
             "outcome_unknown": int(m["ok"].is_null().sum()) if m.height else 0,
         }
 
@@ -137,6 +139,8 @@ class Analysis:
                 "method": clock.method,
                 "matched": clock.matched,
                 "considered": clock.considered,
+                "interval": None if clock.interval is None else list(clock.interval),
+                "basis": clock.basis,
             },
         }
 
@@ -165,6 +169,8 @@ class Analysis:
                 "zone_hint": self.clock.zone_hint,
                 "paired": self.clock.paired,
                 "ambiguous": self.clock.ambiguous,
+                "interval": None if self.clock.interval is None else list(self.clock.interval),
+                "basis": self.clock.basis,
                 "second": None
                 if self.clock.second_offset_s is None
                 else {
@@ -288,6 +294,18 @@ def read_tables(folders: list[Path], instance_labels: dict[str, str]) -> tuple[I
     return combine(read.read, instance_labels), sorted(set(read.year_notes))
 
 
+def fit_clocks(
+    client: pl.DataFrame, tables: dict[str, pl.DataFrame], records: pl.DataFrame, options: Options
+) -> tuple[clock.ClockFit, clock.ClockFit | None]:
+    """The client→servers clock, narrowed by the proxy's where that is the finer witness, and
+    the client→proxy clock (None without a proxy log)."""
+    common = clock.estimate_offset(
+        client, records, options.offset_s, server=tables["server_requests"]
+    )
+    proxy_clock = proxy.fit_clock(client, tables["proxy_requests"], options.proxy_offset_s)
+    return clock.sharpen(common, proxy_clock), proxy_clock
+
+
 def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     options = options or Options()
     findings: list[Finding] = []
@@ -318,9 +336,7 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     client = steps.assign_steps(client)
     instances = instance_names(tables)
     records = inference_records(tables["server_requests"])
-    offset = clock.estimate_offset(
-        client, records, options.offset_s, server=tables["server_requests"]
-    )
+    offset, proxy_clock = fit_clocks(client, tables, records, options)
     aligned, coverage, instance_clocks = clock.align_instances(
         client, tables, inputs.coverage, offset, records
     )
@@ -339,9 +355,7 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     )
     record_count = records.height
     del records  # a row for every inference access line: not needed past here
-    requests, proxy_clock = proxy.attribute(
-        requests, tables["proxy_requests"], upstreams, options.proxy_offset_s
-    )
+    requests = proxy.attribute(requests, tables["proxy_requests"], upstreams, proxy_clock)
     requests = reach.decide_reach(
         requests, coverage, offset.offset_s, tables["server_requests"], tables["engine_stats"]
     )

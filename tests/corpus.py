@@ -7,7 +7,9 @@ the analysis then claims.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -39,3 +41,35 @@ def variant(
         else:
             shutil.copy(item, target)
     return into
+
+
+def shift_client(seconds: float, keep: set[int] | None = None) -> Callable[[str], str]:
+    """client.jsonl with every time moved by `seconds` (and only the `keep` indexes), its
+    response ids dropped: no id to join on, the clock alone places the requests."""
+
+    def rewrite(text: str) -> str:
+        out = []
+        for line in text.splitlines():
+            record = json.loads(line)
+            if keep is not None and record["index"] not in keep:
+                continue
+            for key in ("start", "end"):
+                moved = dt.datetime.fromisoformat(record[key]) + dt.timedelta(seconds=seconds)
+                record[key] = moved.isoformat(timespec="milliseconds")
+            record.pop("response_id")
+            out.append(json.dumps(record))
+        return "\n".join(out) + "\n"
+
+    return rewrite
+
+
+# the lines only `--enable-log-requests` makes vLLM write (its arrival, scheduling and abort
+# lines); production's default logging leaves the untimed uvicorn access and stats lines
+PER_REQUEST_LINE_RE = re.compile(
+    r"\] (?:Received request|Added request|Aborted request|Request \S+ aborted)"
+)
+
+
+def default_logging(text: str) -> str:
+    """An instance log as vLLM's default logging would have written it."""
+    return "".join(line for line in text.splitlines(True) if not PER_REQUEST_LINE_RE.search(line))

@@ -816,14 +816,15 @@ def expected(sc: Scenario) -> dict:
                 run["per_instance"].pop(n)
             run["unknown"] = 0
     elif sc.missing_logs:
-        # a lost log hides who served its requests, and so whether failures reached anyone
+        # a lost log hides who served its requests (they reached an instance all the same),
+        # and so whether failures reached anyone
         for run in want["runs"]:
-            run["unknown"] = run["failed"] + sum(
-                run["per_instance"].pop(n) for n in sc.missing_logs
-            )
+            run["reached_unseen"] = sum(run["per_instance"].pop(n) for n in sc.missing_logs)
+            run["unknown"] = run["failed"]
             run["unreached"] = 0
         want["totals"]["unreached"] = 0
-        want["totals"]["unknown"] = sum(r["unknown"] for r in want["runs"])
+        for key in ("unknown", "reached_unseen"):
+            want["totals"][key] = sum(r[key] for r in want["runs"])
     return want
 
 

@@ -67,6 +67,7 @@ def test_bundle_verdict_evidence_and_counts(results, name):
             "per_instance",
             "per_upstream",
             "unknown",
+            "reached_unseen",
         ):
             if key in want_run:
                 assert got_run[key] == want_run[key], (got_run["index"], key)

@@ -53,17 +53,19 @@ def test_failures_outside_an_instance_log_are_unknown_not_unreached(tmp_path):
     steps = {r["index"]: r for r in got["runs"]}
     assert steps[1]["unreached"] == 3 and steps[2]["unreached"] == 5
     assert steps[3]["unreached"] == 0
-    assert steps[3]["unknown"] == 5 + 10  # its failures, and the successes instance-2 served unseen
+    assert steps[3]["unknown"] == 5  # its failures: whether they reached instance-2 is unknown
+    assert steps[3]["reached_unseen"] == 10  # the successes instance-2 served unseen
 
 
-def test_missing_instance_log_makes_everything_unknown_and_inconclusive(tmp_path):
+def test_missing_instance_log_makes_every_failure_unknown_and_inconclusive(tmp_path):
     sc = scenario.seed_two_instances()
     path = bundle(tmp_path, sc)
     (path / "instance-1.log").unlink()
     (path / "instance-2.log").unlink()
     got = analyze([path]).to_dict()
     assert got["totals"]["unreached"] == 0
-    assert got["totals"]["unknown"] == 43
+    assert got["totals"]["unknown"] == 13  # the failures; the 30 successes reached an instance
+    assert got["totals"]["reached_unseen"] == 30
     assert got["verdict"]["bottleneck"] == "inconclusive"
     assert got["verdict"]["missing"]
 

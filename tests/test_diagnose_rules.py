@@ -21,6 +21,12 @@ def test_the_readme_verdict_tables_are_the_rendered_ones():
     assert render() in readme, "stale: run python -m logforensics.diagnose.table README.md"
 
 
+def test_the_readme_documents_the_json_format_version_the_tool_writes():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"\nformat_version: {JSON_FORMAT_VERSION}\n" in readme
+    assert f"\n* {JSON_FORMAT_VERSION} — " in readme  # its changelog line
+
+
 def test_every_cause_has_a_rule_and_every_signal_a_unique_name():
     assert {r.bottleneck for r in RULES} == set(Bottleneck) - {Bottleneck.INCONCLUSIVE}
     names = [s.name for r in RULES for s in r.signals] + [s.name for s in shared.SIGNALS]

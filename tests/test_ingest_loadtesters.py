@@ -460,6 +460,7 @@ def test_end_to_end_aiperf_results_and_an_instance_log(tmp_path):
         "failed": 1,
         "unreached": 1,
         "unknown": 0,
+        "reached_unseen": 0,
         "outcome_unknown": 0,
     }
     assert got["instances"] == [{"name": "gpu-0", "requests": 2, "share": 1.0}]

@@ -136,6 +136,7 @@ def test_the_verdict_is_the_front_proxy(e2e):
         "failed": rejected,
         "unreached": rejected,
         "unknown": 0,
+        "reached_unseen": 0,
         "outcome_unknown": 0,
     }
     assert result["clock"]["method"] == "estimated"

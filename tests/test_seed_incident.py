@@ -43,7 +43,12 @@ def test_per_step_counts_match_the_write_up(result):
 
 def test_totals_and_warmup(result):
     got, expected = result
-    assert got["totals"] == {**expected["totals"], "unknown": 0, "outcome_unknown": 0}
+    assert got["totals"] == {
+        **expected["totals"],
+        "unknown": 0,
+        "reached_unseen": 0,
+        "outcome_unknown": 0,
+    }
     warmups = [r for r in got["runs"] if r["warmup"]]
     assert len(warmups) == 1 and warmups[0]["sent"] == 1
 

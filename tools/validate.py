@@ -8,8 +8,11 @@ folder is analysed the way a user would run it — the folder itself, through
 the command line — with the files that are not evidence a user would have
 (TRUTH.json, GROUND_TRUTH.md, the lab's notes) left out, and the JSON report
 is compared with the truth: verdict, totals, steps, per-instance counts,
-contamination and the client clock offset (within 1.5 s). One line per
-incident, then the scoreboard; the exit status is 1 on any miss. Where the
+contamination and the client clock offset (the truth's `client_offset_s` is the
+client's clock minus the servers', the report's `offset_s` what to add to a client
+time: the one is minus the other), which must lie in the interval the report
+states (within 1.5 s where it states none). One line per incident, then the
+scoreboard and each clock with its interval; the exit status is 1 on any miss. Where the
 shared corpus is absent (a user's clone) it says so and scores the recordings.
 """
 
@@ -30,7 +33,8 @@ NOT_EVIDENCE = {
     "count_truth.py",
 }
 RECORDINGS = Path(__file__).resolve().parents[1] / "recordings"
-OFFSET_TOLERANCE_S = 1.5
+OFFSET_TOLERANCE_S = 1.5  # where a report states no interval
+ROUNDING_S = 0.001  # the report rounds an interval's ends to the millisecond
 CHECKS = ("verdict", "totals", "steps", "per-instance", "contamination", "offset")
 TOTALS = {"sent": "sent", "ok": "succeeded", "failed": "failed", "unreached": "unreached"}
 STEP_COUNTS = {"concurrency": "concurrency", **TOTALS}
@@ -98,11 +102,24 @@ def compare(truth: dict, got: dict) -> dict[str, list[str]]:
                 misses["per-instance"].append(f"{label} {name} {have_count}≠{count}")
         if want["contaminated"] != have["contaminated"]:
             misses["contamination"].append(f"{label} {have['contaminated']}≠{want['contaminated']}")
-    want_offset = truth["clock"]["client_offset_s"]
+    want_offset = -truth["clock"]["client_offset_s"]
     have_offset = got["clock"]["offset_s"]
-    if have_offset is None or abs(have_offset - want_offset) > OFFSET_TOLERANCE_S:
-        misses["offset"].append(f"{have_offset}≠{want_offset}±{OFFSET_TOLERANCE_S}")
+    lo, hi = got["clock"].get("interval") or (
+        have_offset - OFFSET_TOLERANCE_S,
+        have_offset + OFFSET_TOLERANCE_S,
+    )
+    if have_offset is None or not lo - ROUNDING_S <= want_offset <= hi + ROUNDING_S:
+        misses["offset"].append(f"{want_offset:+.3f} outside {clock_text(got['clock'])}")
     return misses
+
+
+def clock_text(clock: dict) -> str:
+    """The report's clock as a scoreboard states it: estimate, interval, basis."""
+    interval = clock.get("interval")
+    span = f" [{interval[0]:+.3f}, {interval[1]:+.3f}]" if interval else ""
+    ambiguous = " ambiguous" if clock.get("ambiguous") else ""
+    basis = clock.get("basis") or clock["method"]
+    return f"{clock['offset_s']:+.3f} s{span}{ambiguous} ({basis})"
 
 
 def main() -> int:
@@ -118,6 +135,7 @@ def main() -> int:
         print("validate: no incident with a TRUTH.json: nothing to score, passing")
         return 0
     board = {check: 0 for check in CHECKS}
+    clocks: list[str] = []  # each incident's clock beside its truth
     failed = 0
     width = max(len(d.name) for d in found)
     with tempfile.TemporaryDirectory(prefix="lf-validate-") as tmp:
@@ -135,10 +153,16 @@ def main() -> int:
             failed += bool(bad)
             marks = "  ".join(f"{c} {'✗' if misses[c] else '✓'}" for c in CHECKS)
             print(f"{'FAIL' if bad else 'PASS'} {incident.name:<{width}}  {marks}")
+            clocks.append(
+                f"  {incident.name:<{width}}  truth {-truth['clock']['client_offset_s']:+.3f} s,"
+                f" report {clock_text(got['clock'])}"
+            )
             for check, items in bad.items():
                 print(f"       {check}: {'; '.join(items)}")
     n = len(found)
     print("scoreboard: " + ", ".join(f"{c} {board[c]}/{n}" for c in CHECKS))
+    print("clocks (servers minus client, the interval the report states):")
+    print("\n".join(clocks))
     sources = ", ".join(str(r) for r in (root, RECORDINGS) if r.is_dir())
     print(f"validate: {n - failed}/{n} incidents pass ({sources})")
     return 1 if failed else 0

@@ -8,6 +8,7 @@ offset is estimated too, and an instance whose clock disagrees is moved.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,8 +27,16 @@ from logforensics.correlate.records import (
 MAX_OFFSET_S = 26 * 3600  # the widest time-zone error worth considering
 OFFSET_SAMPLE = 400
 SCORE_SAMPLE = 100_000
-RIVAL_GAP_S = 5.0  # offsets closer than this (or than the stamps' coarseness) are the same clock
 AMBIGUOUS_SHARE = 0.9  # a rival fitting this share of the best's records makes the clock ambiguous
+# The offsets the evidence allows: those within this share of the best's support, next to it.
+PLATEAU_SHARE = 0.98
+SCAN_STEP_S = 0.5  # the support is walked out from the best in these steps, edges then bisected
+EDGE_S = 0.05  # to this resolution
+SCAN_LIMIT_S = 60.0  # past this, a rival is a separate explanation without looking for the dip
+PRECISE_QUANTILES = (0.05, 0.95)  # the records a precise fit's interval may leave out: 5 % a side
+# How late the quickest records may lie behind what they echo: a response is logged before the
+# client has it, a request sent before the engine logs it, by up to this much (a network hop).
+LAG_S = 0.1
 
 
 @dataclass
@@ -45,6 +54,9 @@ class ClockFit:
     paired: int = 0
     second_offset_s: float | None = None
     second_paired: int = 0
+    # the offsets the evidence allows (lo, hi), and what decided the estimate
+    interval: tuple[float, float] | None = None
+    basis: str | None = None
 
     @property
     def ambiguous(self) -> bool:
@@ -152,7 +164,9 @@ def _arrival_echoes(times: RequestTimes, server: pl.DataFrame) -> Echoes:
         .select(seconds("received_at").alias("at"), "at_precision_s")
         .sort("at")
     )
-    return Echoes(arrivals["at"].to_numpy(), arrivals["at_precision_s"].to_numpy(), times.starts)
+    return Echoes(
+        arrivals["at"].to_numpy(), arrivals["at_precision_s"].to_numpy(), times.starts, True
+    )
 
 
 def _record_points(records: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -174,12 +188,15 @@ class Echoes:
     `points`: server stamps, sorted; `widths`: how far past its stamp each
     record's true time may lie (a borrowed or whole-second stamp); `anchors`:
     the client times the records sit at (request ends for access lines,
-    starts for the engine's arrival lines), sorted.
+    starts for the engine's arrival lines), sorted. `arrivals`: the records
+    follow their anchors (a request arrives after it was sent) rather than
+    precede them (a response is logged before the client has it).
     """
 
     points: np.ndarray
     widths: np.ndarray
     anchors: np.ndarray
+    arrivals: bool = False
 
     def candidates(self) -> set[float]:
         """Offsets the most sampled differences point at (load steps repeat, so several do)."""
@@ -253,14 +270,24 @@ def _fit(
             ranks[c] = sum(e.agreeing(c) for e in usable), -abs(c - prefer)
         return ranks[c]
 
+    def support(c: float) -> float:
+        return rank(c)[0]
+
     # where the preferred offset is agreed by all the evidence, no candidate can outrank it
     at_prefer = rank(prefer)
     best = prefer if at_prefer[0] >= sum(e.most() for e in usable) else max(candidates, key=rank)
-    widths = np.concatenate([e.widths for e in usable])
-    gap = max(RIVAL_GAP_S, 2 * float(np.median(widths)) + 2 * MATCH_TOLERANCE_S)
-    others = [c for c in candidates if abs(c - best) > gap] if rivals else []
-    second = max(others, key=rank) if others else None
     precise = [e for e in usable if e.widths.max() <= MATCH_TOLERANCE_S]
+    # the offsets about as well supported as the best, next to it: what the evidence allows
+    plateau = _plateau(support, best) if not subset else None
+    second = None
+    if rivals:
+        # a rival is another explanation: a hill of its own, not the best's shoulder
+        outside = [c for c in candidates if plateau is None or not _within(c, plateau)]
+        for c in sorted(outside, key=rank, reverse=True):
+            if _separated(support, plateau or (best, best), c):
+                second = c
+                break
+    basis = "coarse stamps"
     if precise:
         finest = min(precise, key=lambda e: float(np.median(e.widths)))
         # a record's true time is anywhere in [stamp, stamp + width]: pair on the middle
@@ -271,6 +298,15 @@ def _fit(
                 best += float(np.median(_nearest(window_p, window_a, best)))
             else:
                 best += paired_shift(window_p, window_a, best)
+        basis = (
+            "precise stamps" if float(np.median(finest.widths)) <= EDGE_S else "whole-second stamps"
+        )
+        if plateau is not None:
+            plateau = _spread(finest, window_p, window_a, best)
+    elif plateau is not None:
+        # every offset in the plateau fits as well: clocks that agree if they may, else its middle
+        lo, hi = plateau
+        best = prefer if lo <= prefer <= hi else (lo + hi) / 2
     matched, residual = _score(usable, best)
     if matched == 0:
         return ClockFit(0.0, "assumed", 0, considered)
@@ -285,7 +321,125 @@ def _fit(
         paired=round(rank(best)[0]) if rivals else 0,
         second_offset_s=round(second, 3) if second_paired else None,
         second_paired=second_paired,
+        interval=None if plateau is None else (round(plateau[0], 3), round(plateau[1], 3)),
+        basis=basis,
     )
+
+
+def sharpen(fit: ClockFit, proxy: ClockFit | None) -> ClockFit:
+    """The instances' fit narrowed by the proxy's, where the proxy's is the narrower and the
+    two agree.
+
+    Without the engines' arrival lines (vLLM's default logging), an instance's
+    access lines borrow the stats lines' stamps and allow seconds of offsets;
+    the proxy stamps each request to the millisecond or the second. Where the
+    proxy's interval overlaps the instances', the proxy is taken to share their
+    clock (all the instances' evidence can tell) and the overlap is kept; where
+    they are disjoint, the clocks differ and the instances' interval stands.
+    """
+    if (
+        proxy is None
+        or fit.method != "estimated"
+        or proxy.method != "estimated"
+        or fit.interval is None
+        or proxy.interval is None
+        or _width(proxy.interval) >= _width(fit.interval)
+    ):
+        return fit
+    lo = max(fit.interval[0], proxy.interval[0])
+    hi = min(fit.interval[1], proxy.interval[1])
+    if lo > hi:
+        return fit
+    point = min(max(proxy.offset_s, lo), hi)
+    return dataclasses.replace(
+        fit,
+        offset_s=round(point, 3),
+        interval=(round(lo, 3), round(hi, 3)),
+        basis=f"the proxy's {proxy.basis}, within the instances' {_span(fit.interval)}",
+        zone_hint=zone_hint(point),
+    )
+
+
+def _width(interval: tuple[float, float]) -> float:
+    return interval[1] - interval[0]
+
+
+def _span(interval: tuple[float, float]) -> str:
+    return f"{interval[0]:+.2f} … {interval[1]:+.2f} s"
+
+
+def _within(c: float, interval: tuple[float, float]) -> bool:
+    return interval[0] - EDGE_S <= c <= interval[1] + EDGE_S
+
+
+def _plateau(support, best: float) -> tuple[float, float]:
+    """The stretch of offsets around `best` whose support stays within PLATEAU_SHARE of the
+    highest seen: walked out in SCAN_STEP_S steps, each edge then bisected to EDGE_S."""
+    top = support(best)
+
+    def edge(direction: float) -> float:
+        nonlocal top
+        inside = best
+        while abs(inside - best) < SCAN_LIMIT_S:
+            probe = inside + direction * SCAN_STEP_S
+            level = support(probe)
+            if level < PLATEAU_SHARE * top:
+                break
+            top = max(top, level)
+            inside = probe
+        else:
+            return inside
+        outside = inside + direction * SCAN_STEP_S
+        while abs(outside - inside) > EDGE_S:
+            middle = (inside + outside) / 2
+            if support(middle) >= PLATEAU_SHARE * top:
+                inside = middle
+            else:
+                outside = middle
+        return inside
+
+    return edge(-1.0), edge(1.0)
+
+
+def _separated(support, plateau: tuple[float, float], c: float) -> bool:
+    """Whether the support dips between the plateau and `c` (a hill of its own)."""
+    near = plateau[0] if c < plateau[0] else plateau[1]
+    if abs(c - near) > SCAN_LIMIT_S:
+        return True
+    floor = AMBIGUOUS_SHARE * support(c)
+    steps = np.arange(near, c, SCAN_STEP_S if c > near else -SCAN_STEP_S)[1:]
+    return any(support(float(x)) < floor for x in steps)
+
+
+def _spread(
+    echoes: Echoes, points: np.ndarray, anchors: np.ndarray, best: float
+) -> tuple[float, float]:
+    """A precise fit's interval, by interval arithmetic on its records.
+
+    A record stamped to `width` (a whole second, a millisecond) happened in
+    [stamp, stamp + width]. A response is logged before the client receives it
+    (by a network hop, LAG_S at most, for nearly every record): the offset is at
+    least each record's stamp minus its client end, and at most that plus the
+    width and the hop; most records together narrow it to the overlap of theirs.
+    A request reaches the engine after it was sent, late by any queue in front of
+    it: the offset is at most each arrival's stamp plus width minus its start, and
+    the quickest arrivals (within LAG_S of their sending) bound it from below.
+    5 % of the records a side may disagree (another request's anchor nearby).
+    """
+    width = float(np.median(echoes.widths))
+    residuals = _nearest(points, anchors, best)
+    residuals = residuals[np.abs(residuals) <= MATCH_TOLERANCE_S]
+    if not len(residuals):
+        return best - max(width / 2, EDGE_S), best + max(width / 2, EDGE_S)
+    # each record's own offset as stamped (points are the stamps' middles)
+    low, high = best - width / 2 + np.quantile(residuals, PRECISE_QUANTILES)
+    if echoes.arrivals:
+        lo, hi = low - LAG_S, low + width
+    else:
+        lo, hi = high, low + width + LAG_S
+        if lo > hi:  # the records' own jitter is wider than their stamps
+            lo, hi = low, high + width + LAG_S
+    return min(lo, best), max(hi, best)
 
 
 def _fitting(points: np.ndarray, widths: np.ndarray, ends: np.ndarray, offset: float) -> np.ndarray:

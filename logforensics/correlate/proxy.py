@@ -415,13 +415,39 @@ def _count_correlation(own: np.ndarray, theirs: np.ndarray) -> float:
     return best
 
 
+def inference_lines(proxy: pl.DataFrame) -> pl.DataFrame:
+    """The proxy's lines of inference calls, sorted, each known by its position (`_line`, also
+    its "instance" while matching: each line stands for itself)."""
+    return (
+        proxy.lazy()  # (lazy: the filter then copies only the columns selected after it)
+        .filter(pl.col("path").is_null() | is_inference_path(proxy["path"]))
+        .select("at", "http_status", "request_id", "upstream", "delivery", "source")
+        .collect()
+        .with_columns(pl.lit(_stamp_precision(proxy)).alias("at_precision_s"))
+        .sort("at")
+        .with_row_index("_line")
+        .with_columns(pl.col("_line").alias("instance"))
+    )
+
+
+def fit_clock(
+    client: pl.DataFrame, proxy: pl.DataFrame, forced_offset: float | None
+) -> ClockFit | None:
+    """The client→proxy offset, from the proxy's lines against the requests' ends; None
+    without a proxy log. Only its fit is reported: no rival offsets scored."""
+    if proxy.is_empty() or client.is_empty():
+        return None
+    return estimate_offset(client, inference_lines(proxy), forced_offset, rivals=False)
+
+
 def attribute(
     requests: pl.DataFrame,
     proxy: pl.DataFrame,
     mapping: dict[str, UpstreamFit],
-    forced_offset: float | None,
-) -> tuple[pl.DataFrame, ClockFit | None]:
-    """Add proxy_upstream, proxy_instance, proxy_delivery, proxy_status, proxy_source to each request."""
+    clock: ClockFit | None,
+) -> pl.DataFrame:
+    """Add proxy_upstream, proxy_instance, proxy_delivery, proxy_status, proxy_source to each
+    request; `clock` is the client→proxy fit (`fit_clock`)."""
     columns = {
         "proxy_upstream": model.LABEL,
         "proxy_instance": model.LABEL,
@@ -433,24 +459,11 @@ def attribute(
     def nothing() -> pl.DataFrame:
         return requests.with_columns(pl.lit(None, dtype=t).alias(c) for c, t in columns.items())
 
-    if proxy.is_empty() or requests.is_empty():
-        return nothing(), None
-    # only the columns matching reads, sorted once; each line is known by its position
-    # (`_line`, also its "instance" while matching: each line stands for itself)
-    inference = (
-        proxy.lazy()  # (lazy: the filter then copies only the columns selected after it)
-        .filter(pl.col("path").is_null() | is_inference_path(proxy["path"]))
-        .select("at", "http_status", "request_id", "upstream", "delivery", "source")
-        .collect()
-        .with_columns(pl.lit(_stamp_precision(proxy)).alias("at_precision_s"))
-        .sort("at")
-        .with_row_index("_line")
-        .with_columns(pl.col("_line").alias("instance"))
-    )
-    # only its fit is reported: no rival offsets scored
-    clock = estimate_offset(requests, inference, forced_offset, rivals=False)
+    if proxy.is_empty() or requests.is_empty() or clock is None:
+        return nothing()
+    inference = inference_lines(proxy)
     if inference.is_empty():  # a proxy log of health checks only
-        return nothing(), clock
+        return nothing()
     rows = requests.with_row_index("_row")
     by_id = (
         rows.select("_row", "request_id")
@@ -519,4 +532,4 @@ def attribute(
         .replace_strict(address_to_instance, default=None, return_dtype=model.LABEL)
         .alias("proxy_instance")
     )
-    return requests.with_columns(model.nulls_as_literals(decided)), clock
+    return requests.with_columns(model.nulls_as_literals(decided))

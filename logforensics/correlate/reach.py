@@ -37,8 +37,11 @@ def decide_reach(
                 "engine_stats"). Without either, a request the proxy or the
                 client abandoned leaves no line at all (uvicorn writes none),
                 so absence proves nothing;
-    unknown   — anything else.
-    `reached_instance` is the instance the strongest witness names.
+    reached   — also a success no log names: an answer came from an instance
+                (witness "success"), one whose log is missing or silent;
+    unknown   — anything else: failures whose reach nothing decides.
+    `reached_instance` is the instance the strongest witness names (none for
+    a success no log saw).
     """
     if "proxy_delivery" not in requests.columns:
         requests = requests.with_columns(pl.lit(None, dtype=pl.Utf8).alias("proxy_delivery"))
@@ -64,7 +67,11 @@ def decide_reach(
         & (by_proxy.is_null() | (by_proxy == "unknown"))
     )
     reach = (
-        pl.when(pl.col("instance").is_not_null() | (by_proxy == "reached"))
+        pl.when(
+            pl.col("instance").is_not_null()
+            | (by_proxy == "reached")
+            | pl.col("ok").fill_null(False)
+        )
         .then(pl.lit("reached"))
         .when(by_proxy == "refused")
         .then(pl.lit("unreached"))
@@ -77,6 +84,8 @@ def decide_reach(
         .then(pl.col("match_key").replace_strict(WITNESS_OF_MATCH, default="instance_log"))
         .when(by_proxy.is_in(["reached", "refused"]))
         .then(pl.lit("proxy"))
+        .when(pl.col("ok").fill_null(False))
+        .then(pl.lit("success"))
         .when(reach == "unreached")
         .then(
             pl.when(pl.lit(logs_arrivals))

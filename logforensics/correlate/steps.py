@@ -177,6 +177,7 @@ def summarise(
             pl.col("ok").is_null().sum().alias("outcome_unknown"),
             (pl.col("reach") == "unreached").sum().alias("unreached"),
             (pl.col("reach") == "unknown").sum().alias("unknown"),
+            (pl.col("reach_witness") == "success").sum().alias("reached_unseen"),
             pl.col("started_at").min().alias("started_at"),
             pl.col("ended_at").max().alias("ended_at"),
             # the servers may go on serving what the client gave up on (a proxy's queue)
@@ -241,6 +242,7 @@ def summarise(
                     "failed",
                     "unreached",
                     "unknown",
+                    "reached_unseen",
                     "outcome_unknown",
                 )
             },

@@ -91,7 +91,12 @@ def render_markdown(report: ReportData | Analysis) -> str:
         "",
         f"**{t['sent']}** sent · **{t['succeeded']}** ok · **{t['failed']}** failed · "
         f"**{t['unreached']}** never reached an instance"
-        + (f" · **{t['unknown']}** unknown" if t.get("unknown") else ""),
+        + (f" · **{t['unknown']}** of unknown reach" if t.get("unknown") else "")
+        + (
+            f" · **{t['reached_unseen']}** served by an instance whose log is missing"
+            if t.get("reached_unseen")
+            else ""
+        ),
         "",
     ]
     if r.evidence:

@@ -1,0 +1,123 @@
+"""The client's clock, to the resolution the evidence allows, or honestly ambiguous.
+
+Real recordings made as production logs: vLLM's default logging (no per-request
+lines, so each uvicorn access line borrows a stats line's stamp), the client's
+response ids dropped, its clock moved. The stated interval must hold the true
+offset, or the clock must be called ambiguous: never a confident wrong offset.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+import pytest
+
+from logforensics.analysis import Options, analyze, fit_clocks, parse_context
+from logforensics.correlate import steps
+from logforensics.correlate.records import inference_records
+from logforensics.ingest.inputs import load
+from tests.corpus import default_logging, shift_client, variant
+
+# client clock minus the servers' (faketime's sense): uneven seconds both ways, and whole-hour
+# zone errors plus seconds
+SKEWS_S = (-90.0, -47.0, -12.3, -3.6, -1.2, -0.4, 0.0, 0.7, 2.7, 3.4, 4.2, 8.9, 31.0, 58.5, 90.0)
+ZONE_ERRORS_S = (9 * 3600 + 3.2, -5 * 3600 - 0.7, 3600 + 2.5, -2 * 3600 + 47.0)
+PRODUCTION = {"instance-1.log": default_logging, "instance-2.log": default_logging}
+
+
+def clocks_under_skew(folder, skews):
+    """Parse the folder once; for each skew, the clocks fitted on its client moved by it."""
+    options = Options()
+    ctx, _ = parse_context([folder], options)
+    tables = load([folder], ctx).tables
+    client = steps.assign_steps(tables["client_requests"].drop("request_id"))
+    records = inference_records(tables["server_requests"])
+    for skew in skews:
+        moved = client.with_columns(
+            pl.col(c) + dt.timedelta(seconds=skew) for c in ("started_at", "ended_at")
+        )
+        yield skew, fit_clocks(moved, tables, records, options)
+
+
+def holds(fit, skew: float) -> bool:
+    """The true offset (servers minus client: -skew) is inside the stated interval."""
+    lo, hi = fit.interval
+    return lo - 1e-6 <= -skew <= hi + 1e-6
+
+
+@pytest.mark.parametrize("incident", ["kv-tiny", "crash-midtest", "haproxy-queue"])
+def test_a_skewed_client_behind_a_proxy_is_placed_within_half_a_second(tmp_path, incident):
+    """The proxy stamps each request (nginx's $time_local to the second, HAProxy's to the
+    millisecond): its interval arithmetic pins the clock within the instances' coarse range."""
+    folder = variant(incident, tmp_path / incident, rewrite=PRODUCTION)
+    for skew, (fit, proxy_fit) in clocks_under_skew(folder, SKEWS_S + ZONE_ERRORS_S):
+        assert fit.method == "estimated" and not fit.ambiguous, (skew, fit)
+        assert holds(fit, skew), (skew, fit)
+        assert abs(fit.offset_s + skew) <= 0.5, (skew, fit)
+        assert fit.interval[1] - fit.interval[0] <= 1.0, (skew, fit)
+        assert fit.basis.startswith("the proxy's"), fit.basis
+        assert (fit.zone_hint is not None) == (abs(skew) > 3600)
+        assert proxy_fit is not None and holds(proxy_fit, skew), (skew, proxy_fit)
+
+
+@pytest.mark.parametrize("incident", ["kv-tiny", "crash-midtest"])
+def test_without_a_proxy_the_interval_is_as_wide_as_the_borrowed_stamps_allow(tmp_path, incident):
+    """Only the instances' untimed access lines, each borrowing a 10-second stats stamp: the
+    truth inside a stated interval seconds wide, never a whole-second guess called exact."""
+    folder = variant(
+        incident,
+        tmp_path / incident,
+        drop={"nginx-access.log", "nginx-error.log"},
+        rewrite=PRODUCTION,
+    )
+    widths = []
+    for skew, (fit, proxy_fit) in clocks_under_skew(folder, SKEWS_S + ZONE_ERRORS_S):
+        assert proxy_fit is None
+        assert fit.ambiguous or holds(fit, skew), (skew, fit)
+        assert fit.interval[0] <= fit.offset_s <= fit.interval[1]
+        assert fit.basis == "coarse stamps"
+        widths.append(fit.interval[1] - fit.interval[0])
+    assert min(widths) > 1.0  # what ten-second stamps cannot narrow, the tool does not claim
+
+
+def test_the_report_states_the_interval_and_what_decided_it(tmp_path):
+    folder = variant(
+        "kv-tiny", tmp_path / "k", rewrite={**PRODUCTION, "client.jsonl": shift_client(3.4)}
+    )
+    clock = analyze([folder]).to_dict()["clock"]
+    lo, hi = clock["interval"]
+    assert lo <= -3.4 <= hi and hi - lo < 1.0
+    assert clock["basis"].startswith("the proxy's whole-second stamps, within the instances'")
+
+
+@pytest.mark.parametrize("incident", ["crash-midtest", "kv-tiny"])
+def test_a_whole_hour_zone_error_plus_seconds_of_skew_is_recovered(tmp_path, incident):
+    """The client's clock 9 h 3.2 s ahead (KST read as UTC, plus drift); the proxy log left
+    out so only the instances' coarse access lines and 1-s arrival lines speak. kv-tiny's
+    five failures all end at the same instant (the client's 120 s timeout)."""
+    for name, shift in (("plus", 9 * 3600 + 3.2), ("minus", -5 * 3600 - 0.7), ("skew", 2.5)):
+        folder = variant(
+            incident,
+            tmp_path / name,
+            drop={"nginx-access.log", "nginx-error.log"},
+            rewrite={"client.jsonl": shift_client(shift)},
+        )
+        clock = analyze([folder]).to_dict()["clock"]
+        assert abs(clock["offset_s"] + shift) <= 1.5, (name, clock)
+        assert clock["interval"][0] <= -shift <= clock["interval"][1], (name, clock)
+        assert not clock["ambiguous"], (name, clock)
+        assert (clock["zone_hint"] is not None) == (abs(shift) > 3600)
+
+
+def test_few_requests_leave_the_clock_ambiguous(tmp_path):
+    """Three requests of one burst, 9 h off: every burst of the test fits them as well."""
+    folder = variant(
+        "crash-midtest",
+        tmp_path / "few",
+        drop={"nginx-access.log", "nginx-error.log"},
+        rewrite={"client.jsonl": shift_client(9 * 3600 + 3.2, keep={5, 6, 7})},
+    )
+    got = analyze([folder]).to_dict()
+    assert got["clock"]["ambiguous"] and got["clock"]["second"] is not None
+    assert any(f["kind"] == "clock_ambiguous" for f in got["findings"])
