@@ -31,6 +31,7 @@ AMBIGUOUS_SHARE = 0.9  # a rival fitting this share of the best's records makes 
 # The offsets the evidence allows: those within this share of the best's support, next to it.
 PLATEAU_SHARE = 0.98
 SCAN_STEP_S = 0.5  # the support is walked out from the best in these steps, edges then bisected
+DIP_STEP_S = 1.0  # and between the best and a rival in these, looking for a dip
 EDGE_S = 0.05  # to this resolution
 SCAN_LIMIT_S = 60.0  # past this, a rival is a separate explanation without looking for the dip
 PRECISE_QUANTILES = (0.05, 0.95)  # the records a precise fit's interval may leave out: 5 % a side
@@ -278,7 +279,13 @@ def _fit(
     best = prefer if at_prefer[0] >= sum(e.most() for e in usable) else max(candidates, key=rank)
     precise = [e for e in usable if e.widths.max() <= MATCH_TOLERANCE_S]
     # the offsets about as well supported as the best, next to it: what the evidence allows
-    plateau = _plateau(support, best) if not subset else None
+    # (precise records: the matching window around the best; their interval comes later)
+    if subset:
+        plateau = None
+    elif precise:
+        plateau = (best - 2 * MATCH_TOLERANCE_S, best + 2 * MATCH_TOLERANCE_S)
+    else:
+        plateau = _plateau(support, best)
     second = None
     if rivals:
         # a rival is another explanation: a hill of its own, not the best's shoulder
@@ -321,7 +328,9 @@ def _fit(
         paired=round(rank(best)[0]) if rivals else 0,
         second_offset_s=round(second, 3) if second_paired else None,
         second_paired=second_paired,
-        interval=None if plateau is None else (round(plateau[0], 3), round(plateau[1], 3)),
+        interval=None
+        if plateau is None
+        else (round(float(plateau[0]), 3), round(float(plateau[1]), 3)),
         basis=basis,
     )
 
@@ -407,7 +416,7 @@ def _separated(support, plateau: tuple[float, float], c: float) -> bool:
     if abs(c - near) > SCAN_LIMIT_S:
         return True
     floor = AMBIGUOUS_SHARE * support(c)
-    steps = np.arange(near, c, SCAN_STEP_S if c > near else -SCAN_STEP_S)[1:]
+    steps = np.arange(near, c, DIP_STEP_S if c > near else -DIP_STEP_S)[1:]
     return any(support(float(x)) < floor for x in steps)
 
 
