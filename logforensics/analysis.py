@@ -18,7 +18,7 @@ import polars as pl
 
 from logforensics import tables as datasets
 from logforensics.correlate import attribute, balance, clock, proxy, reach, steps
-from logforensics.correlate.records import inference_records
+from logforensics.correlate.records import MATCH_TOLERANCE_S, inference_records
 from logforensics.diagnose import Finding, Thresholds, Verdict, diagnose
 from logforensics.ingest import InputError, ParseContext, SourceFile, prometheus_api
 from logforensics.ingest.inputs import InputFile, Inputs, combine, expand, load
@@ -260,14 +260,20 @@ def infer_year(paths: list[Path]) -> tuple[int, str | None]:
     return today, f"no dated source: yearless timestamps were read as {today} (set --year)"
 
 
-def instance_names(tables: dict[str, pl.DataFrame]) -> list[str]:
-    """Instances are the names behind request evidence (access or lifecycle lines).
+def instance_names(
+    tables: dict[str, pl.DataFrame], upstreams: dict[str, proxy.UpstreamFit] | None = None
+) -> list[str]:
+    """Instances are the names behind request evidence (access or lifecycle lines), and
+    those a proxy's upstream address names by the address they announce (an engine whose
+    metrics Prometheus kept, its log gone: the proxy's deliveries are its requests).
 
-    A source with none — a saved /metrics scrape, a stats-only file, a proxy's
+    A source with neither — a saved /metrics scrape, a stats-only file, a proxy's
     own log — is never an instance in shares, skew tests or standby findings:
     it could only ever "serve nothing".
     """
-    return sorted(tables["server_requests"]["instance"].drop_nulls().unique().to_list())
+    named = set(tables["server_requests"]["instance"].drop_nulls().unique().to_list())
+    named |= {f.instance for f in (upstreams or {}).values() if f.instance and f.by == "address"}
+    return sorted(named)
 
 
 def parse_context(paths: list[Path], options: Options) -> tuple[ParseContext, list[str]]:
@@ -292,6 +298,13 @@ def read_tables(folders: list[Path], instance_labels: dict[str, str]) -> tuple[I
             "--started-at/--scraped-at: ingest them again with the same options"
         )
     return combine(read.read, instance_labels), sorted(set(read.year_notes))
+
+
+def placing_window(fit: clock.ClockFit) -> float:
+    """How far apart a record and the request it is given by time may lie: the matching
+    tolerance, and the clock's own uncertainty (its interval's width)."""
+    width = fit.interval[1] - fit.interval[0] if fit.interval else 0.0
+    return MATCH_TOLERANCE_S + width
 
 
 def fit_clocks(
@@ -334,7 +347,6 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     client = tables["client_requests"]
     findings += [Finding("duplicate_client_records", s.note(), "info") for s in inputs.same_run]
     client = steps.assign_steps(client)
-    instances = instance_names(tables)
     records = inference_records(tables["server_requests"])
     offset, proxy_clock = fit_clocks(client, tables, records, options)
     aligned, coverage, instance_clocks = clock.align_instances(
@@ -353,13 +365,16 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         records,
         addresses=inputs.addresses,
     )
+    instances = instance_names(tables, upstreams)
     record_count = records.height
     del records  # a row for every inference access line: not needed past here
     requests = proxy.attribute(requests, tables["proxy_requests"], upstreams, proxy_clock)
     requests = reach.decide_reach(
         requests, coverage, offset.offset_s, tables["server_requests"], tables["engine_stats"]
     )
-    step_runs = steps.summarise(requests, instances, tables["engine_stats"], offset.offset_s)
+    step_runs = steps.summarise(
+        requests, instances, tables["engine_stats"], offset.offset_s, placing_window(offset)
+    )
     unmatched = max(0, record_count - requests["match_key"].is_not_null().sum())
     verdict = diagnose(
         requests,

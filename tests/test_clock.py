@@ -9,6 +9,7 @@ offset, or the clock must be called ambiguous: never a confident wrong offset.
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import polars as pl
 import pytest
@@ -17,6 +18,7 @@ from logforensics.analysis import Options, analyze, fit_clocks, parse_context
 from logforensics.correlate import steps
 from logforensics.correlate.records import inference_records
 from logforensics.ingest.inputs import load
+from tests.conftest import corpus
 from tests.corpus import default_logging, shift_client, variant
 
 # client clock minus the servers' (faketime's sense): uneven seconds both ways, and whole-hour
@@ -121,3 +123,20 @@ def test_few_requests_leave_the_clock_ambiguous(tmp_path):
     got = analyze([folder]).to_dict()
     assert got["clock"]["ambiguous"] and got["clock"]["second"] is not None
     assert any(f["kind"] == "clock_ambiguous" for f in got["findings"])
+
+
+def test_a_split_placed_by_ids_is_exact_and_one_placed_by_time_states_its_bound(tmp_path):
+    """kv-tiny as recorded (vLLM's request lines carry the response ids the client kept):
+    every per-instance count exact (± 0); with default logging and no ids, each count within
+    the ± it states."""
+    exact = analyze([variant("kv-tiny", tmp_path / "ids")]).runs
+    assert all(not any(r["per_instance_uncertain"].values()) for r in exact)
+    truth = json.loads((corpus("kv-tiny") / "TRUTH.json").read_text())
+    folder = variant(
+        "kv-tiny", tmp_path / "t", rewrite={**PRODUCTION, "client.jsonl": shift_client(0.0)}
+    )
+    runs = [r for r in analyze([folder]).runs if not r["warmup"]]
+    for want, have in zip(truth["steps"], runs, strict=True):
+        for name, count in want["per_instance"].items():
+            bound = have["per_instance_uncertain"][name]
+            assert abs(have["per_instance"][name] - count) <= bound, (want, have)

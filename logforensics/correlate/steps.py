@@ -134,21 +134,57 @@ def busy_at_start(
     }
 
 
+# witnesses that place a request by its time alone (an id or a prompt marker pins it)
+PLACED_BY_TIME = ("access_line", "engine_lifecycle", "proxy")
+
+
+def could_be_another_steps(client: pl.DataFrame, window_s: float) -> pl.Series:
+    """Per request: placed by time alone, ending within `window_s` of another step's ends.
+
+    A record placed by time may belong to any request whose end lies that near
+    it; swaps inside one step leave its per-instance counts as they are, but a
+    record that could be another step's request moves one count between steps.
+    The count of such requests bounds how far a step's per-instance count may be
+    off (`per_instance_uncertain`).
+    """
+    if client.is_empty() or "reach_witness" not in client.columns:
+        return pl.Series("uncertain", [False] * client.height)
+    ends = client.select("run", "step", "warmup", pl.col("ended_at").dt.epoch("us") / 1e6)
+    spans = (
+        ends.filter(~pl.col("warmup"))
+        .group_by("run", "step")
+        .agg(pl.col("ended_at").min().alias("lo"), pl.col("ended_at").max().alias("hi"))
+        .drop_nulls()
+    )
+    near = pl.lit(False)
+    for run, step, lo, hi in spans.iter_rows():
+        near = near | (
+            ((pl.col("run") != run) | (pl.col("step") != step))
+            & pl.col("ended_at").is_between(lo - window_s, hi + window_s)
+        )
+    by_time = client["reach_witness"].cast(pl.Utf8).is_in(list(PLACED_BY_TIME))
+    return (ends.select(near.fill_null(False)).to_series() & by_time).alias("uncertain")
+
+
 def summarise(
     client: pl.DataFrame,
     instances: list[str],
     engine_stats: pl.DataFrame | None = None,
     offset_s: float = 0.0,
+    window_s: float = MATCH_TOLERANCE_S,
 ) -> list[dict]:
     """One dict per step (warm-up first, marked), in the JSON contract's shape.
 
     `per_instance` counts every request of the step that reached the instance,
-    failed or not, by the strongest witness (`reach.decide_reach`);
-    `per_upstream` what the proxy's log alone says it delivered to each
-    upstream — a second witness.
+    failed or not, by the strongest witness (`reach.decide_reach`), and
+    `per_instance_uncertain` how many of those a record placed by time alone
+    could have given another step (`could_be_another_steps`, within `window_s`:
+    the matching tolerance and the clock's interval); `per_upstream` what the
+    proxy's log alone says it delivered to each upstream — a second witness.
     """
     if client.is_empty():
         return []
+    client = client.with_columns(could_be_another_steps(client, window_s))
     upstreams = (
         sorted(
             client.select(upstream_name().filter(pl.col("proxy_delivery") == "reached"))
@@ -196,6 +232,10 @@ def summarise(
             pl.col("timeout_s").max().alias("timeout_s"),
             pl.col("rest_before_s").min().alias("rest_before_s"),
             *[(pl.col("reached_instance") == name).sum().alias(f"@{name}") for name in instances],
+            *[
+                ((pl.col("reached_instance") == name) & pl.col("uncertain")).sum().alias(f"~{name}")
+                for name in instances
+            ],
             # the balancer's choice: where it reached, else where the proxy sent it
             *[
                 (pl.coalesce("reached_instance", "proxy_instance") == name).sum().alias(f"&{name}")
@@ -215,6 +255,7 @@ def summarise(
     pending_until: dict = {}  # per tester's run: when its last request so far ended
     for row in stats.iter_rows(named=True):
         per_instance = {name: row.pop(f"@{name}") for name in instances}
+        uncertain = {name: row.pop(f"~{name}") for name in instances}
         routed = {name: row.pop(f"&{name}") for name in instances}
         per_upstream = {name: row.pop(f"^{name}") for name in upstreams}
         started, ended = row["started_at"], row.pop("busy_until")
@@ -247,6 +288,7 @@ def summarise(
                 )
             },
             "per_instance": per_instance,
+            "per_instance_uncertain": uncertain,
             "per_upstream": per_upstream,
             "routed": routed,
             "contaminated": (overlap is not None or (row["run"], row["step"]) in busy)

@@ -249,6 +249,13 @@ def add_to(
     ]
     for name, frame in result.tables.items():
         inputs.tables[name] = pl.concat([inputs.tables[name], frame])
+    # a series no log names is an instance known by its labels: the address it was scraped at
+    # is where a proxy reaches it (pods gone, Prometheus kept their numbers)
+    for pod, address in pairs.rows():
+        own = pod or address
+        if address and own not in mapping and own not in logs:
+            known = inputs.addresses.setdefault(own, [])
+            known += [address] if address not in known else []
     described = sorted(
         {i for f in result.tables.values() for i in f["instance"].drop_nulls().unique().to_list()}
     )

@@ -22,11 +22,14 @@ INDENT = "   "  # a fenced block inside a numbered list item
 
 
 def reached_cell(step: dict, name: str) -> str:
-    """Requests that reached the instance, and those the proxy sent it that it refused (a dead
-    instance's): the balance is judged on both."""
+    """Requests that reached the instance (± those placed by time alone that could be another
+    step's), and those the proxy sent it that it refused (a dead instance's): the balance is
+    judged on both."""
     reached = step["per_instance"].get(name, 0)
     refused = step["routed"].get(name, 0) - reached
-    return f"{reached} (+{refused} refused)" if refused > 0 else str(reached)
+    unsure = (step.get("per_instance_uncertain") or {}).get(name, 0)
+    count = f"{reached} ± {unsure}" if unsure else str(reached)
+    return f"{count} (+{refused} refused)" if refused > 0 else count
 
 
 def _escape(text: str) -> str:
