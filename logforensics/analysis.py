@@ -559,11 +559,23 @@ def _findings(step_runs, instances, clock, inputs, requests, unmatched) -> list[
     if unverified.height:
         by = unverified.group_by(steps.upstream_name().alias("u")).len().sort("u")
         listed = ", ".join(f"{u or 'an unmapped upstream'}: {n}" for u, n in by.iter_rows())
+        unanswered = unverified.filter(~pl.col("ok").fill_null(False)).height
+        silent = set(instances) - reach.arrivals_logged(inputs.tables["server_requests"])
+        why = "that instance's log is missing, or the mapping is off"
+        if unanswered and silent:
+            quiet = (
+                "an engine that logs no request lines (vLLM without --enable-log-requests) "
+                "writes none for a request it did not answer"
+            )
+            rest = unverified.height - unanswered
+            why = f"{unanswered} of them were never answered, and {quiet}" + (
+                f"; for the other {rest}, {why}" if rest else ""
+            )
         out.append(
             Finding(
                 "unverified_by_instance",
-                f"{unverified.height} request(s) reached an upstream per the proxy's log but appear in no "
-                f"instance log ({listed}): that instance's log is missing, or the mapping is off",
+                f"{unverified.height} request(s) reached an upstream per the proxy's log but appear "
+                f"in no instance log ({listed}): {why}",
             )
         )
     late = requests.filter(pl.col("late")).height

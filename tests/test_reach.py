@@ -18,7 +18,7 @@ import pytest
 from logforensics.analysis import analyze
 from logforensics.correlate.proxy import map_by_address
 from logforensics.report import render_html, render_markdown
-from tests.corpus import truth, variant
+from tests.corpus import default_logging, truth, variant
 
 LIFECYCLE = re.compile(r"Received request|Added request|Aborted request|Request \S+ aborted")
 
@@ -305,3 +305,20 @@ def test_a_success_no_present_log_saw_reached_an_instance_all_the_same(tmp_path)
     assert not unknown["ok"].fill_null(False).any()
     md = render_markdown(a)
     assert f"**{unseen.height}** served by an instance whose log is missing" in md
+
+
+def test_without_request_logging_an_unanswered_delivery_is_explained_not_blamed_on_a_log(
+    tmp_path,
+):
+    """kv-tiny as vLLM's default logging writes it: the 5 client timeouts nginx delivered left
+    no line at either engine (uvicorn logs only answers); the finding says so instead of
+    calling a log missing."""
+    folder = variant(
+        "kv-tiny",
+        tmp_path / "k",
+        rewrite={"instance-1.log": default_logging, "instance-2.log": default_logging},
+    )
+    got = analyze([folder]).to_dict()
+    (detail,) = [f["detail"] for f in got["findings"] if f["kind"] == "unverified_by_instance"]
+    assert detail.startswith("5 request(s) reached an upstream")
+    assert "5 of them were never answered" in detail and "log is missing" not in detail
