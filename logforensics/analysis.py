@@ -315,7 +315,9 @@ def fit_clocks(
     common = clock.estimate_offset(
         client, records, options.offset_s, server=tables["server_requests"]
     )
-    proxy_clock = proxy.fit_clock(client, tables["proxy_requests"], options.proxy_offset_s)
+    proxy_clock = proxy.fit_clock(
+        client, tables["proxy_requests"], options.proxy_offset_s, common.method == "assumed"
+    )
     return clock.sharpen(common, proxy_clock), proxy_clock
 
 

@@ -31,7 +31,10 @@ CORPUS_ANSWERS = {
     "lab-timeline.log",
     "kill-time.txt",
     "count_truth.py",
+    "record.sh",
 }
+# a recording's Prometheus storage: served by a real Prometheus (tools/promserve.py), not read
+PROMETHEUS_DATA = "prometheus-data"
 
 
 def corpus(name: str) -> Path:
@@ -71,7 +74,9 @@ def corpus_incidents() -> list[Path]:
 def incident_inputs(folder: Path) -> list[Path]:
     """What a user would give `analyze`: the folder's files and folders (a tester's artifact
     tree), minus the recording's answers."""
-    return sorted(p for p in folder.iterdir() if p.name not in CORPUS_ANSWERS)
+    return sorted(
+        p for p in folder.iterdir() if p.name not in CORPUS_ANSWERS and p.name != PROMETHEUS_DATA
+    )
 
 
 def read_client_file(path: Path, ctx: ParseContext | None = None):
@@ -93,7 +98,11 @@ def real_line_logs() -> list[tuple[Path, str]]:
     its role."""
     found = []
     for root in (r for r in (RECORDINGS, CORPUS, FIXTURES) if r is not None):
-        files = (p for p in root.rglob("*") if p.is_file() and p.name not in CORPUS_ANSWERS)
+        files = (
+            p
+            for p in root.rglob("*")
+            if p.is_file() and p.name not in CORPUS_ANSWERS and PROMETHEUS_DATA not in p.parts
+        )
         for path in sorted(files):
             fmt = detect(SourceFile(path, path.name, path.stem))
             if fmt is not None and fmt.name in ("server_log", "proxy_log"):

@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import CORPUS_ANSWERS, corpus
+from tests.conftest import CORPUS_ANSWERS, PROMETHEUS_DATA, corpus
 
 
 def truth(name: str) -> dict:
@@ -27,11 +27,12 @@ def variant(
     drop: set[str] = frozenset(),
     rewrite: dict[str, Callable[[str], str]] | None = None,
 ) -> Path:
-    """The incident's evidence copied to `into`, without `drop`, with `rewrite`[file](text) applied."""
+    """The incident's evidence copied to `into`, without `drop`, with `rewrite`[file](text)
+    applied (a recorded Prometheus storage is served, not copied: tools/promserve.py)."""
     source = corpus(name)
     into.mkdir(parents=True, exist_ok=True)
     for item in source.iterdir():
-        if item.name in CORPUS_ANSWERS or item.name in drop:
+        if item.name in CORPUS_ANSWERS or item.name in drop or item.name == PROMETHEUS_DATA:
             continue
         target = into / item.name
         if rewrite and item.name in rewrite:

@@ -18,6 +18,7 @@ shared corpus is absent (a user's clone) it says so and scores the recordings.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -25,12 +26,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+import promserve  # tools/, beside this script
+
 NOT_EVIDENCE = {
     "TRUTH.json",
     "GROUND_TRUTH.md",
     "lab-timeline.log",
     "kill-time.txt",
     "count_truth.py",
+    "record.sh",  # the script that recorded it
 }
 RECORDINGS = Path(__file__).resolve().parents[1] / "recordings"
 OFFSET_TOLERANCE_S = 1.5  # where a report states no interval
@@ -50,20 +54,26 @@ def incidents(root: Path) -> list[Path]:
 
 
 def analyse(incident: Path, workdir: Path) -> tuple[dict | None, str]:
-    """Run `logforensics analyze` on the incident's evidence; (report, stderr)."""
+    """Run `logforensics analyze` on the incident's evidence; (report, stderr). A recorded
+    Prometheus storage is served by a real Prometheus and read with --prometheus."""
     evidence = workdir / incident.name
     for item in incident.rglob("*"):
-        if item.is_file() and item.name not in NOT_EVIDENCE:
+        inside_storage = promserve.DATA_DIR in item.relative_to(incident).parts
+        if item.is_file() and item.name not in NOT_EVIDENCE and not inside_storage:
             link = evidence / item.relative_to(incident)
             link.parent.mkdir(parents=True, exist_ok=True)
             link.symlink_to(item.resolve())
     out = workdir / f"{incident.name}.json"
     cli = Path(sys.executable).with_name("logforensics")
-    run = subprocess.run(
-        [str(cli), "analyze", str(evidence), "--json", str(out)],
-        capture_output=True,
-        text=True,
-    )
+    command = [str(cli), "analyze", str(evidence), "--json", str(out)]
+    storage = incident / promserve.DATA_DIR
+    with contextlib.ExitStack() as stack:
+        if storage.is_dir():
+            try:
+                command += ["--prometheus", stack.enter_context(promserve.serving(storage))]
+            except promserve.PrometheusUnavailable as exc:
+                return None, f"{promserve.DATA_DIR}/ could not be served: {exc}"
+        run = subprocess.run(command, capture_output=True, text=True)
     if not out.is_file():
         return None, run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "no report"
     return json.loads(out.read_text()), run.stderr

@@ -345,7 +345,11 @@ def sharpen(fit: ClockFit, proxy: ClockFit | None) -> ClockFit:
     proxy's interval overlaps the instances', the proxy is taken to share their
     clock (all the instances' evidence can tell) and the overlap is kept; where
     they are disjoint, the clocks differ and the instances' interval stands.
+    With no instance record to fit at all (their logs gone, Prometheus kept the
+    engines' numbers), the proxy's clock is the servers' clock.
     """
+    if fit.method == "assumed" and proxy is not None and proxy.method == "estimated":
+        return dataclasses.replace(proxy, basis=f"the proxy's {proxy.basis} (no instance record)")
     if (
         proxy is None
         or fit.method != "estimated"

@@ -431,13 +431,14 @@ def inference_lines(proxy: pl.DataFrame) -> pl.DataFrame:
 
 
 def fit_clock(
-    client: pl.DataFrame, proxy: pl.DataFrame, forced_offset: float | None
+    client: pl.DataFrame, proxy: pl.DataFrame, forced_offset: float | None, rivals: bool = False
 ) -> ClockFit | None:
     """The client→proxy offset, from the proxy's lines against the requests' ends; None
-    without a proxy log. Only its fit is reported: no rival offsets scored."""
+    without a proxy log. `rivals`: also score its best rival offset (where it is the only
+    server-side clock there is)."""
     if proxy.is_empty() or client.is_empty():
         return None
-    return estimate_offset(client, inference_lines(proxy), forced_offset, rivals=False)
+    return estimate_offset(client, inference_lines(proxy), forced_offset, rivals=rivals)
 
 
 def attribute(
