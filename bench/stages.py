@@ -47,6 +47,7 @@ SPECS = [
     "logforensics.ingest.evidence:*",
     "logforensics.correlate.steps:assign_steps",
     "logforensics.correlate.clock:estimate_offset",
+    "logforensics.correlate.proxy:fit_clock",
     "logforensics.correlate.clock:align_instances",
     "logforensics.correlate.attribute:attribute",
     "logforensics.correlate.attribute:match_by_time",

@@ -26,9 +26,8 @@ import datetime as dt
 import json
 import os
 import shutil
-import socket
 import subprocess
-import time
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -41,7 +40,10 @@ from logforensics.cli import cli
 from logforensics.ingest import FILE_FORMATS, ParseContext, SourceFile, detect, prometheus_api
 from logforensics.ingest.base import ParseResult
 from logforensics.ingest.prometheus import label_name, read_samples
-from tests.conftest import write
+from tests.conftest import ROOT, write
+
+sys.path.insert(0, str(ROOT / "tools"))
+import promserve  # noqa: E402
 
 PROMETHEUS = os.environ.get("LOGFORENSICS_PROMETHEUS") or shutil.which("prometheus")
 PROMTOOL = os.environ.get("LOGFORENSICS_PROMTOOL") or shutil.which("promtool")
@@ -130,12 +132,6 @@ def openmetrics() -> str:
     return "\n".join(lines + ["# EOF"]) + "\n"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def prometheus_url(tmp_path_factory):
     """A real Prometheus serving the recording; stopped after the module's tests."""
@@ -147,41 +143,13 @@ def prometheus_url(tmp_path_factory):
         check=True,
         capture_output=True,
     )
-    (root / "prometheus.yml").write_text("global:\n  scrape_interval: 1h\n")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = (root / "prometheus.log").open("w")
-    server = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={root / 'prometheus.yml'}",
-            f"--storage.tsdb.path={root / 'data'}",
-            "--storage.tsdb.retention.time=100y",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.skip(
-                    "!!! PROMETHEUS DID NOT START: --prometheus was NOT tested against a real "
-                    f"server !!! {(root / 'prometheus.log').read_text()[-500:]}"
-                )
-            time.sleep(0.1)
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-        log.close()
+        with promserve.serving(root / "data") as url:
+            yield url
+    except promserve.PrometheusUnavailable as exc:
+        pytest.skip(
+            f"!!! PROMETHEUS DID NOT START: --prometheus was NOT tested against a real server !!! {exc}"
+        )
 
 
 def read(url: str, start=WINDOW[0], end=WINDOW[1]) -> ParseResult:
@@ -243,7 +211,9 @@ def test_a_window_without_data_is_a_clear_error(prometheus_url):
 
 def test_unreachable_and_refused_queries_are_named(prometheus_url):
     with pytest.raises(prometheus_api.PrometheusError, match=r"is unreachable \(.*refused"):
-        prometheus_api.Api(f"http://127.0.0.1:{free_port()}").get("/api/v1/query", query="up")
+        prometheus_api.Api(f"http://127.0.0.1:{promserve.free_port()}").get(
+            "/api/v1/query", query="up"
+        )
     with pytest.raises(prometheus_api.PrometheusError, match="answered HTTP 400: bad_data"):
         prometheus_api.Api(prometheus_url).query_range("rate(", 0, 1, "1")
     with pytest.raises(prometheus_api.PrometheusError, match="not JSON"):
@@ -314,7 +284,7 @@ def test_analyze_maps_series_to_log_instances_and_names(prometheus_url, tmp_path
 
 def test_cli_goes_on_without_an_unreachable_prometheus(tmp_path):
     js = tmp_path / "r.json"
-    url = f"http://127.0.0.1:{free_port()}"
+    url = f"http://127.0.0.1:{promserve.free_port()}"
     result = CliRunner().invoke(
         cli, ["analyze", str(_client(tmp_path)), "--prometheus", url, "--json", str(js)]
     )

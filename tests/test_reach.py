@@ -322,3 +322,40 @@ def test_without_request_logging_an_unanswered_delivery_is_explained_not_blamed_
     (detail,) = [f["detail"] for f in got["findings"] if f["kind"] == "unverified_by_instance"]
     assert detail.startswith("5 request(s) reached an upstream")
     assert "5 of them were never answered" in detail and "log is missing" not in detail
+
+
+def test_an_engine_holding_every_request_sent_to_it_proves_a_silent_failure_reached_it():
+    """Two requests sent to gpu-0 (nginx named the upstream, not whether it connected); one
+    answered. A stats moment inside both counting 2 inside proves the failure reached it;
+    counting 1 proves nothing (the failure may never have got there)."""
+    import datetime as dt
+
+    from logforensics.correlate.reach import decide_reach
+
+    t0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.timezone.utc)
+    requests = pl.DataFrame(
+        {
+            "started_at": [t0, t0],
+            "ended_at": [t0 + dt.timedelta(seconds=30)] * 2,
+            "ok": [True, False],
+            "instance": ["gpu-0", None],
+            "match_key": ["time_window", None],
+            "proxy_delivery": ["reached", "unknown"],
+            "proxy_instance": ["gpu-0", "gpu-0"],
+        }
+    )
+
+    def reach_with(inside: int) -> list[str]:
+        stats = pl.DataFrame(
+            {
+                "instance": ["gpu-0"],
+                "at": [t0 + dt.timedelta(seconds=15)],
+                "running": [inside],
+                "waiting": [0],
+            }
+        )
+        got = decide_reach(requests, {}, 0.0, None, stats)
+        return got.select(pl.col("reach", "reach_witness").cast(pl.Utf8)).rows()
+
+    assert reach_with(2)[1] == ("reached", "engine_count")
+    assert reach_with(1)[1] == ("unknown", None)

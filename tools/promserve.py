@@ -34,7 +34,7 @@ def binary() -> str | None:
     return os.environ.get("LOGFORENSICS_PROMETHEUS") or shutil.which("prometheus")
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -52,7 +52,7 @@ def serving(data: Path) -> Iterator[str]:
         for lock in (root / "data").glob("lock"):
             lock.unlink()  # a copy of a server's live storage may hold its lock file
         (root / "prometheus.yml").write_text("global:\n  scrape_interval: 1h\n")
-        port = _free_port()
+        port = free_port()
         url = f"http://127.0.0.1:{port}"
         log = (root / "prometheus.log").open("w")
         server = subprocess.Popen(

@@ -6,6 +6,7 @@ import numpy as np
 import polars as pl
 
 from logforensics import model
+from logforensics.correlate.records import MATCH_TOLERANCE_S
 
 WITNESS_OF_MATCH = {
     "request_id": "request_id",  # the same id on both sides
@@ -39,6 +40,11 @@ def decide_reach(
                 so absence proves nothing;
     reached   — also a success no log names: an answer came from an instance
                 (witness "success"), one whose log is missing or silent;
+    reached   — also a failure the proxy sent to an instance without saying
+                whether it got there, when that instance's engine counted, at
+                some moment inside the request's time, at least as many requests
+                running or waiting as the proxy had sent it and not yet seen
+                finished (witness "engine_count", `held_by_engine`);
     unknown   — anything else: failures whose reach nothing decides.
     `reached_instance` is the instance the strongest witness names (none for
     a success no log saw).
@@ -53,6 +59,7 @@ def decide_reach(
     provable = not unaccounted_successes(out)
     logs_arrivals = bool(coverage) and all(name in arrivals_logged(server) for name in coverage)
     out = out.with_columns(engines_idle_at_end(out, coverage, offset_s, stats).alias("_idle"))
+    out = out.with_columns(held_by_engine(out, offset_s, stats).alias("_held"))
     by_proxy = pl.col("proxy_delivery")
     # an arrival no request claimed may be this one's, delivered late by a queueing proxy
     unclaimed = (
@@ -75,6 +82,8 @@ def decide_reach(
         .then(pl.lit("reached"))
         .when(by_proxy == "refused")
         .then(pl.lit("unreached"))
+        .when(pl.col("_held"))
+        .then(pl.lit("reached"))
         .when(failed_unseen & (pl.lit(logs_arrivals) | pl.col("_idle")))
         .then(pl.lit("unreached"))
         .otherwise(pl.lit("unknown"))
@@ -86,6 +95,8 @@ def decide_reach(
         .then(pl.lit("proxy"))
         .when(pl.col("ok").fill_null(False))
         .then(pl.lit("success"))
+        .when(pl.col("_held"))
+        .then(pl.lit("engine_count"))
         .when(reach == "unreached")
         .then(
             pl.when(pl.lit(logs_arrivals))
@@ -94,13 +105,14 @@ def decide_reach(
         )
     )
     reached_instance = pl.coalesce(
-        pl.col("instance"), pl.when(by_proxy == "reached").then(pl.col("proxy_instance"))
+        pl.col("instance"),
+        pl.when((by_proxy == "reached") | pl.col("_held")).then(pl.col("proxy_instance")),
     )
     return out.with_columns(  # (labels: 4 bytes a request, not a string's 16)
         reach.cast(model.LABEL).alias("reach"),
         witness.cast(model.LABEL).alias("reach_witness"),
         reached_instance.alias("reached_instance"),
-    ).drop("_covered", "_idle")
+    ).drop("_covered", "_idle", "_held")
 
 
 def arrivals_logged(server: pl.DataFrame | None) -> set[str]:
@@ -147,6 +159,60 @@ def engines_idle_at_end(
         inside = own["inside"].to_numpy()
         idle &= (last < 0) | (inside[np.maximum(last, 0)] == 0)
     return pl.lit(pl.Series(idle))
+
+
+def held_by_engine(requests: pl.DataFrame, offset_s: float, stats: pl.DataFrame | None) -> pl.Expr:
+    """Per request: a failure the proxy sent to an instance (its delivery not logged, nor
+    the instance's own line) that the instance's engine was holding.
+
+    An engine's running + waiting gauge counts every request inside it. At a
+    stats moment well inside the failure's time (MATCH_TOLERANCE_S from either
+    end), the proxy had sent that instance the requests whose times (widened by
+    the tolerance) hold the moment; when the engine counted at least as many,
+    each of them was inside, the failure too. Another client's requests would
+    only raise the count, so a load test must be the engine's only traffic
+    (as the other witnesses of time assume).
+    """
+    needed = {"proxy_instance", "proxy_delivery", "instance", "ok", "started_at", "ended_at"}
+    if stats is None or stats.is_empty() or not needed <= set(requests.columns):
+        return pl.lit(False)
+    shift = offset_s
+    timed = requests.select(
+        pl.coalesce("instance", "proxy_instance").cast(pl.Utf8).alias("_to"),
+        (pl.col("started_at").dt.epoch("us") / 1e6 + shift).alias("_s"),
+        (pl.col("ended_at").dt.epoch("us") / 1e6 + shift).alias("_e"),
+        (
+            pl.col("instance").is_null()
+            & pl.col("proxy_instance").is_not_null()
+            & ~pl.col("ok").fill_null(True)
+            & (pl.col("proxy_delivery").is_null() | (pl.col("proxy_delivery") == "unknown"))
+        ).alias("_open"),
+    )
+    held = np.zeros(requests.height, dtype=bool)
+    inside = stats.filter(pl.col("at").is_not_null()).select(
+        pl.col("instance").cast(pl.Utf8),
+        (pl.col("at").dt.epoch("us") / 1e6).alias("t"),
+        (pl.col("running").fill_null(0) + pl.col("waiting").fill_null(0)).alias("n"),
+    )
+    for (name,), own in inside.partition_by("instance", as_dict=True).items():
+        routed = timed.with_row_index("_i").filter(
+            (pl.col("_to") == name) & pl.col("_s").is_not_null() & pl.col("_e").is_not_null()
+        )
+        open_ = routed.filter(pl.col("_open"))
+        if open_.is_empty():
+            continue
+        own = own.sort("t")
+        t, n = own["t"].to_numpy(), own["n"].to_numpy()
+        starts = np.sort(routed["_s"].to_numpy() - MATCH_TOLERANCE_S)
+        ends = np.sort(routed["_e"].to_numpy() + MATCH_TOLERANCE_S)
+        # requests the proxy had sent it at each moment: started by then, not yet ended
+        sent = np.searchsorted(starts, t, side="right") - np.searchsorted(ends, t, side="left")
+        good = np.concatenate(([0], np.cumsum((n >= sent) & (sent > 0))))
+        lo = np.searchsorted(t, open_["_s"].to_numpy() + MATCH_TOLERANCE_S, side="left")
+        hi = np.searchsorted(t, open_["_e"].to_numpy() - MATCH_TOLERANCE_S, side="right")
+        hit = good[np.maximum(hi, lo)] - good[lo] > 0
+        held[open_["_i"].to_numpy()[hit]] = True
+    return pl.lit(pl.Series(held))
 
 
 MISSING_LOG_SHARE = 0.02  # successes no instance log saw, beyond which a log is missing
