@@ -176,11 +176,10 @@ def held_by_engine(requests: pl.DataFrame, offset_s: float, stats: pl.DataFrame 
     needed = {"proxy_instance", "proxy_delivery", "instance", "ok", "started_at", "ended_at"}
     if stats is None or stats.is_empty() or not needed <= set(requests.columns):
         return pl.lit(False)
-    shift = offset_s
     timed = requests.select(
         pl.coalesce("instance", "proxy_instance").cast(pl.Utf8).alias("_to"),
-        (pl.col("started_at").dt.epoch("us") / 1e6 + shift).alias("_s"),
-        (pl.col("ended_at").dt.epoch("us") / 1e6 + shift).alias("_e"),
+        (pl.col("started_at").dt.epoch("us") / 1e6 + offset_s).alias("_s"),
+        (pl.col("ended_at").dt.epoch("us") / 1e6 + offset_s).alias("_e"),
         (
             pl.col("instance").is_null()
             & pl.col("proxy_instance").is_not_null()

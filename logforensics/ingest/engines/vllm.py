@@ -346,8 +346,9 @@ class VllmProcess(RegexLineFormat):
     """A server process's life in its log: an orderly shutdown, and a restart.
 
     What a server prints after an orderly shutdown began (until it starts again), in
-    the shapes a stopping server prints (`stopping_shape`), is noise: vLLM 0.32.0 (corpus compute-loadtest) logs ``EngineDeadError`` and a
-    traceback *after* ``[shutdown] API server: shutdown triggered``; the engine was
+    the shapes a stopping server prints (`stopping_shape`), is noise: vLLM 0.32.0
+    (corpus compute-loadtest) logs ``EngineDeadError`` and a traceback *after*
+    ``[shutdown] API server: shutdown triggered``; the engine was
     told to stop, it did not die. A real engine death comes before any shutdown line,
     and a killed process prints none. Request lines and stats there keep their
     formats (they claim first).

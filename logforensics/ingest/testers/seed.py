@@ -33,7 +33,6 @@ STEP_HEADER_RE = (
     r"|(\d+):\s+indexes\s+\d+\s*\.\.\s*\d+\s*$)"
 )
 # the script's per-step summary (the write-up's table): "concurrent=5 ok=5/5 mean=11.05s
-# throughput=89.5 tok/s wall=16.8s"
 # throughput=89.5 tok/s wall=16.8s", or stamped "step 8: 5/8 OK, total 60.11s, 1.3 tok/s"
 STEP_SUMMARY_RE = (
     r"^\s*(?:concurrent|concurrency|N)=(?P<level>\d+) ok=(?P<ok>\d+)/(?P<sent>\d+)"
@@ -43,6 +42,7 @@ STEP_TALLY_RE = (
     rf"^\s*{STAMP}step (?P<level>\d+): (?P<ok>\d+)/(?P<sent>\d+) OK"
     r"(?:, total (?P<wall>[\d.]+)s)?(?:, (?P<tps>[\d.]+) tok/s)?\s*$"
 )
+SUMMARY_RES = (STEP_SUMMARY_RE, STEP_TALLY_RE)  # same group names: level, ok, sent, …
 WARMUP_RE = rf"(?i)^\s*{STAMP}warm[- ]?up\b"
 
 
@@ -72,9 +72,7 @@ class SeedRows(FileFormat):
             pl.col("text").str.extract_all(TUPLE_RE).alias("tuples"),
         )
         is_header = pl.col("declared").is_not_null() & (pl.col("tuples").list.len() == 0)
-        summary = pl.col("text").str.contains(STEP_SUMMARY_RE) | pl.col("text").str.contains(
-            STEP_TALLY_RE
-        )
+        summary = pl.any_horizontal(pl.col("text").str.contains(rx) for rx in SUMMARY_RES)
         noise = (
             pl.col("text").str.contains(
                 rf"(?i)^\s*$|^\s*{STAMP}(#|total|elapsed|took|warm|done\s*$)"
@@ -140,7 +138,7 @@ class SeedRows(FileFormat):
         )
         result.add("client_requests", frame)
         for row in rows.filter(summary).iter_rows(named=True):
-            found = re.search(STEP_SUMMARY_RE, row["text"]) or re.search(STEP_TALLY_RE, row["text"])
+            found = next(m for rx in SUMMARY_RES if (m := re.search(rx, row["text"])))
             result.tester_summaries.append(
                 {
                     "tester": "a script printing (i, seconds, tokens, result) rows",
