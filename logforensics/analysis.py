@@ -23,7 +23,7 @@ from logforensics.diagnose import Finding, Thresholds, Verdict, diagnose
 from logforensics.ingest import InputError, ParseContext, SourceFile, prometheus_api
 from logforensics.ingest.inputs import InputFile, Inputs, combine, expand, load
 
-JSON_FORMAT_VERSION = 8  # the changelog: README.md, "JSON output"
+JSON_FORMAT_VERSION = 9  # the changelog: README.md, "JSON output"
 CAPPED_MIN_STEPS = 3  # an instance's count fixed across this many steps...
 CAPPED_MIN_COUNT = 3  # ...at this many requests or more is a cap, not chance
 
@@ -107,6 +107,8 @@ class Analysis:
             # successes no present log saw: served by an instance whose log is missing
             "reached_unseen": int((m["reach_witness"] == "success").sum()) if m.height else 0,
             "outcome_unknown": int(m["ok"].is_null().sum()) if m.height else 0,
+            # requests the proxy logged more than one upstream attempt for
+            "retried": int(m.select(steps.retried(m).sum()).item()) if m.height else 0,
         }
 
     def instance_shares(self) -> list[dict]:

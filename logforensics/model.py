@@ -125,6 +125,10 @@ PROXY_REQUESTS = {
     "request_time_s": pl.Float64,
     "upstream_time_s": pl.Float64,
     "request_id": pl.Utf8,
+    # upstream attempts logged (a retry is one more; nginx's lists); null: not logged
+    "attempts": COUNT,
+    # earlier attempts' upstreams that the request reached before it was retried, `, `-joined
+    "also_reached": LABEL,
     "source": SOURCE,
 }
 

@@ -31,11 +31,13 @@ from logforensics.ingest.sources import Duplicate
 TABLES_FORMAT = "logforensics-tables"
 # 2: label columns are categoricals (`model.LABEL`); 3: `server_requests` has no `peer`,
 # HTTP statuses are Int16 (`model.STATUS`), a client's step, concurrency, index and
-# output tokens Int32 (`model.COUNT`)
-TABLES_VERSION = 3
+# output tokens Int32 (`model.COUNT`); 4: `proxy_requests` has `attempts` and
+# `also_reached` (a proxy's retries)
+TABLES_VERSION = 4
 # A dataset of version 2 holds every column of 3 (`peer` besides; statuses and counts as
-# Int64): its entries are read as they are (conformed to the model).
-READABLE_VERSIONS = {2, TABLES_VERSION}
+# Int64), one of 3 every column of 4 but the retries (read as not logged): their entries
+# are read as they are (conformed to the model).
+READABLE_VERSIONS = {2, 3, TABLES_VERSION}
 
 
 class TablesError(Exception):
@@ -132,6 +134,12 @@ def context_of(datasets: Datasets) -> ParseContext | None:
     return ParseContext(**values)
 
 
+def _one_of(versions: list[int]) -> str:
+    """`2, 3 or 4`: the versions this reader takes, as the refusal names them."""
+    *rest, last = map(str, versions)
+    return f"{', '.join(rest)} or {last}" if rest else last
+
+
 def _manifest(folder: Path) -> dict:
     try:
         manifest = json.loads((folder / "dataset.json").read_text(encoding="utf-8"))
@@ -140,7 +148,7 @@ def _manifest(folder: Path) -> dict:
     if manifest.get("format") != TABLES_FORMAT or manifest.get("version") not in READABLE_VERSIONS:
         raise TablesError(
             f"{folder}: not a {TABLES_FORMAT} dataset of version "
-            f"{' or '.join(map(str, sorted(READABLE_VERSIONS)))} "
+            f"{_one_of(sorted(READABLE_VERSIONS))} "
             f"(found {manifest.get('format')} {manifest.get('version')})"
         )
     return manifest

@@ -462,6 +462,7 @@ def test_end_to_end_aiperf_results_and_an_instance_log(tmp_path):
         "unknown": 0,
         "reached_unseen": 0,
         "outcome_unknown": 0,
+        "retried": 0,
     }
     assert got["instances"] == [{"name": "gpu-0", "requests": 2, "share": 1.0}]
     measured = [r for r in got["runs"] if not r["warmup"]]

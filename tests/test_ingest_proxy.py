@@ -239,7 +239,9 @@ def test_nginx_common_layout_regex_is_only_a_shortcut(tmp_path, monkeypatch):
 def test_nginx_single_upstream_values_read_as_lists_would(tmp_path, monkeypatch):
     lines = NGINX_COMMON_LINES + NGINX_OTHER_LINES
     shortcut = _nginx_tables(tmp_path, lines)
-    monkeypatch.setattr(proxylogs, "_single_value_facts", proxylogs._listed_facts)
+    # (a single value has no earlier attempt: `_earlier_reached` would give null)
+    as_lists = [*proxylogs._listed_facts(), pl.lit(None, dtype=pl.Utf8).alias("_also")]
+    monkeypatch.setattr(proxylogs, "_single_value_facts", lambda: as_lists)
     listed = _nginx_tables(tmp_path, lines)
     for name, frame in shortcut.items():
         assert_frame_equal(frame, listed[name], check_exact=True)

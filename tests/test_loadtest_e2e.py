@@ -138,6 +138,7 @@ def test_the_verdict_is_the_front_proxy(e2e):
         "unknown": 0,
         "reached_unseen": 0,
         "outcome_unknown": 0,
+        "retried": 0,
     }
     assert result["clock"]["method"] == "estimated"
     assert abs(result["clock"]["offset_s"]) < 0.5  # one machine, one clock

@@ -48,6 +48,7 @@ def test_totals_and_warmup(result):
         "unknown": 0,
         "reached_unseen": 0,
         "outcome_unknown": 0,
+        "retried": 0,
     }
     warmups = [r for r in got["runs"] if r["warmup"]]
     assert len(warmups) == 1 and warmups[0]["sent"] == 1

@@ -8,6 +8,7 @@ folder is analysed the way a user would run it — the folder itself, through
 the command line — with the files that are not evidence a user would have
 (TRUTH.json, GROUND_TRUTH.md, the lab's notes) left out, and the JSON report
 is compared with the truth: verdict, totals, steps, per-instance counts,
+the successes each instance served and the retries where the truth counts them,
 contamination and the client clock offset (the truth's `client_offset_s` is the
 client's clock minus the servers', the report's `offset_s` what to add to a client
 time: the one is minus the other), which must lie in the interval the report
@@ -89,6 +90,8 @@ def compare(truth: dict, got: dict) -> dict[str, list[str]]:
         want, have = truth["totals"].get(want_key), got["totals"].get(got_key)
         if want is not None and want != have:
             misses["totals"].append(f"{want_key} {have}≠{want}")
+    if "retried" in truth and truth["retried"] != got["totals"].get("retried"):
+        misses["totals"].append(f"retried {got['totals'].get('retried')}≠{truth['retried']}")
     if "unknown" in truth["totals"] and truth["totals"]["unknown"] != got["totals"]["unknown"]:
         misses["totals"].append(f"unknown {got['totals']['unknown']}≠{truth['totals']['unknown']}")
     # an instance whose log the recording lacks is named by the lab alone: not checked
@@ -110,6 +113,10 @@ def compare(truth: dict, got: dict) -> dict[str, list[str]]:
             have_count = have["per_instance"].get(name)
             if have_count != count:
                 misses["per-instance"].append(f"{label} {name} {have_count}≠{count}")
+        for name, count in want.get("served_by", {}).items():
+            have_count = have.get("served_by", {}).get(name)
+            if name in names and have_count != count:
+                misses["per-instance"].append(f"{label} {name} served {have_count}≠{count}")
         if want["contaminated"] != have["contaminated"]:
             misses["contamination"].append(f"{label} {have['contaminated']}≠{want['contaminated']}")
     want_offset = -truth["clock"]["client_offset_s"]

@@ -83,6 +83,17 @@ def with_last_upstream(frame: pl.DataFrame, name: str) -> pl.DataFrame:
     )
 
 
+def _named_attempts(addresses: pl.Expr, address_to_instance: dict[str, str]) -> pl.Expr:
+    """``a, b`` of addresses as ``name, name`` where the address is an instance's."""
+    return (
+        addresses.cast(pl.Utf8)
+        .str.split(", ")
+        .list.eval(pl.element().replace(address_to_instance))
+        .list.join(", ")
+        .cast(model.LABEL)
+    )
+
+
 def _stamp_precision(frame: pl.DataFrame) -> float:
     """Whole-second stamps (nginx's $time_local) are good to a second; others to a millisecond."""
     if frame.is_empty():
@@ -421,7 +432,16 @@ def inference_lines(proxy: pl.DataFrame) -> pl.DataFrame:
     return (
         proxy.lazy()  # (lazy: the filter then copies only the columns selected after it)
         .filter(pl.col("path").is_null() | is_inference_path(proxy["path"]))
-        .select("at", "http_status", "request_id", "upstream", "delivery", "source")
+        .select(
+            "at",
+            "http_status",
+            "request_id",
+            "upstream",
+            "delivery",
+            "attempts",
+            "also_reached",
+            "source",
+        )
         .collect()
         .with_columns(pl.lit(_stamp_precision(proxy)).alias("at_precision_s"))
         .sort("at")
@@ -447,14 +467,18 @@ def attribute(
     mapping: dict[str, UpstreamFit],
     clock: ClockFit | None,
 ) -> pl.DataFrame:
-    """Add proxy_upstream, proxy_instance, proxy_delivery, proxy_status, proxy_source to each
-    request; `clock` is the client→proxy fit (`fit_clock`)."""
+    """Add proxy_upstream, proxy_instance, proxy_delivery, proxy_status, proxy_source,
+    proxy_attempts and proxy_also_reached (the instances, else addresses, an earlier attempt
+    reached before the proxy retried elsewhere) to each request; `clock` is the
+    client→proxy fit (`fit_clock`)."""
     columns = {
         "proxy_upstream": model.LABEL,
         "proxy_instance": model.LABEL,
         "proxy_delivery": model.LABEL,
         "proxy_status": pl.Int64,
         "proxy_source": model.SOURCE,
+        "proxy_attempts": model.COUNT,
+        "proxy_also_reached": model.LABEL,
     }
 
     def nothing() -> pl.DataFrame:
@@ -525,6 +549,8 @@ def attribute(
         "proxy_upstream",
         pl.col("delivery").alias("proxy_delivery"),
         pl.col("http_status").alias("proxy_status"),
+        pl.col("attempts").alias("proxy_attempts"),
+        _named_attempts(pl.col("also_reached"), address_to_instance).alias("proxy_also_reached"),
     )
     # a null position gathers a null row: no second pass over each column to blank them
     where = pl.Series(line_of).set(pl.Series(~has_line), None)

@@ -17,6 +17,7 @@ from logforensics.correlate.balance import balance
 from logforensics.correlate.records import MATCH_TOLERANCE_S
 
 BURST_GAP_S = 2.0  # starts further apart than this begin a new step
+REST_S = 5.0  # nothing of a step label in flight this long, then a burst: the label ran again
 
 
 def assign_steps(client: pl.DataFrame) -> pl.DataFrame:
@@ -33,7 +34,7 @@ def assign_steps(client: pl.DataFrame) -> pl.DataFrame:
     if "concurrency" in client.columns:
         client = client.with_columns(pl.coalesce("step", "concurrency").alias("step"))
     if client.select(pl.col("step").filter(~pl.col("warmup")).is_not_null().all()).item():
-        return client
+        return _split_repeats(client)
     ordered = client.sort("run", "started_at", nulls_last=True)
     starts = pl.col("started_at")
     gap = ((starts.diff().over("run").dt.total_microseconds() / 1e6) > BURST_GAP_S).fill_null(False)
@@ -53,8 +54,65 @@ def assign_steps(client: pl.DataFrame) -> pl.DataFrame:
     return ordered.drop("_burst")
 
 
+def _split_repeats(client: pl.DataFrame) -> pl.DataFrame:
+    """Steps numbered afresh, in order, in a file where one step label ran twice.
+
+    The lab's client labels a step by its concurrency, so two steps of 8 share a
+    label; a rest with nothing of the label in flight, then a burst of starts,
+    is the label running again. A constant-rate step at a low rate has idle gaps
+    but no burst after them, and keeps its label.
+    """
+    starts, ends = pl.col("started_at"), pl.col("ended_at").fill_null(pl.col("started_at"))
+    label = ["run", "step"]
+    ordered = client.with_row_index("_i").sort("run", "step", "started_at", nulls_last=True)
+    before = ends.cum_max().shift(1).over(label)
+    idle = ((starts - before).dt.total_microseconds() > REST_S * 1e6).fill_null(False)
+    burst = (
+        (starts.shift(-1).over(label) - starts).dt.total_microseconds() <= BURST_GAP_S * 1e6
+    ).fill_null(False)
+    again = idle & burst & ~pl.col("warmup")
+    ordered = ordered.with_columns(again.cast(pl.Int32).cum_sum().over(label).alias("_again"))
+    if not (ordered["_again"] > 0).any():
+        return client
+    runs = ordered.filter(pl.col("_again") > 0)["run"].unique().implode()
+    first = pl.col("started_at").min().over("run", "step", "_again")
+    renumbered = (
+        pl.when(~pl.col("warmup"))
+        .then(pl.struct(first.alias("a"), pl.col("step").alias("b"), pl.col("_again").alias("c")))
+        .rank("dense")
+        .over("run")
+    )
+    return (
+        ordered.with_columns(
+            pl.when(pl.col("run").is_in(runs) & ~pl.col("warmup"))
+            .then(renumbered.cast(ordered.schema["step"]))
+            .otherwise(pl.col("step"))
+            .alias("step")
+        )
+        .sort("_i")
+        .drop("_i", "_again")
+    )
+
+
 def _percentile(col: str, q: float) -> pl.Expr:
     return pl.col(col).filter(pl.col("ok")).quantile(q, "linear")
+
+
+def reached(name: str, client: pl.DataFrame) -> pl.Expr:
+    """The request reached instance `name`: it was served there, or it got there on an
+    attempt the proxy then retried elsewhere (`proxy_also_reached`)."""
+    served = pl.col("reached_instance") == name
+    if "proxy_also_reached" not in client.columns:
+        return served
+    also = pl.col("proxy_also_reached").cast(pl.Utf8).str.split(", ").list.contains(name)
+    return served | also.fill_null(False)
+
+
+def retried(client: pl.DataFrame) -> pl.Expr:
+    """The proxy logged more than one upstream attempt for the request."""
+    if "proxy_attempts" not in client.columns:
+        return pl.lit(False)
+    return (pl.col("proxy_attempts") > 1).fill_null(False)
 
 
 def upstream_name() -> pl.Expr:
@@ -176,7 +234,9 @@ def summarise(
     """One dict per step (warm-up first, marked), in the JSON contract's shape.
 
     `per_instance` counts every request of the step that reached the instance,
-    failed or not, by the strongest witness (`reach.decide_reach`), and
+    failed or not, by the strongest witness (`reach.decide_reach`; a request the
+    proxy retried counts for each instance it reached, `reached`), `served_by`
+    the successes each answered, `retried` the requests the proxy retried, and
     `per_instance_uncertain` how many of those a record placed by time alone
     could have given another step (`could_be_another_steps`, within `window_s`:
     the matching tolerance and the clock's interval); `per_upstream` what the
@@ -231,9 +291,14 @@ def summarise(
             pl.col("latency_s").filter(pl.col("ok")).max().alias("ok_span_s"),
             pl.col("timeout_s").max().alias("timeout_s"),
             pl.col("rest_before_s").min().alias("rest_before_s"),
-            *[(pl.col("reached_instance") == name).sum().alias(f"@{name}") for name in instances],
+            retried(client).sum().alias("retried"),
+            *[reached(name, client).sum().alias(f"@{name}") for name in instances],
             *[
-                ((pl.col("reached_instance") == name) & pl.col("uncertain")).sum().alias(f"~{name}")
+                (reached(name, client) & pl.col("uncertain")).sum().alias(f"~{name}")
+                for name in instances
+            ],
+            *[
+                ((pl.col("reached_instance") == name) & pl.col("ok")).sum().alias(f"${name}")
                 for name in instances
             ],
             # the balancer's choice: where it reached, else where the proxy sent it
@@ -256,6 +321,7 @@ def summarise(
     for row in stats.iter_rows(named=True):
         per_instance = {name: row.pop(f"@{name}") for name in instances}
         uncertain = {name: row.pop(f"~{name}") for name in instances}
+        served_by = {name: row.pop(f"${name}") for name in instances}
         routed = {name: row.pop(f"&{name}") for name in instances}
         per_upstream = {name: row.pop(f"^{name}") for name in upstreams}
         started, ended = row["started_at"], row.pop("busy_until")
@@ -289,6 +355,8 @@ def summarise(
             },
             "per_instance": per_instance,
             "per_instance_uncertain": uncertain,
+            "served_by": served_by,
+            "retried": row["retried"],
             "per_upstream": per_upstream,
             "routed": routed,
             "contaminated": (overlap is not None or (row["run"], row["step"]) in busy)

@@ -28,6 +28,9 @@ REQUEST_COLUMNS = {
     "proxy_delivery": model.LABEL,
     "proxy_status": model.STATUS,
     "proxy_source": model.SOURCE,
+    "proxy_attempts": model.COUNT,  # upstream attempts the proxy logged (a retry: > 1)
+    "proxy_also_reached": model.LABEL,  # instances an attempt reached before a retry
+    "latency_s": pl.Float64,
     "reach": pl.Utf8,
     "outcome": model.LABEL,
     "error": pl.Utf8,

@@ -9,6 +9,13 @@ moment it failed, until it next served a request, or when the proxy logged
 one of those errors naming its upstream during the request's window. These
 outrank the other causes: a refused connect to a dead instance is not the
 proxy's limit, a request cut off by the death is not the KV cache's.
+
+A death the proxy's retries hid (every request succeeded: nginx resent the dead
+instance's in-flight requests elsewhere) is still a death: the proxy logged
+losing or failing to reach the instance during the test, and its log stopped
+or it printed a death banner, or requests that had reached it were retried on
+another (`hidden_death`). It claims no failure; the verdict takes it where no
+request failed (`verdict`), with what the retries cost in latency.
 """
 
 from __future__ import annotations
@@ -53,6 +60,20 @@ UNREACHABLE = Signal(
     "The proxy logged refused, closed or reset connections naming the instance, near a failed request sent there",
     0.5,
     "> 0 within {proxy_window_s:g} s",
+)
+LOST = Signal(
+    "proxy_lost_the_instance",
+    "The proxy logged refused, closed or reset connections naming the instance during the test "
+    "(no request failed)",
+    0.5,
+    "> 0",
+)
+RETRIED_AWAY = Signal(
+    "requests_retried_away",
+    "Requests that reached the instance were resent by the proxy to another, which answered "
+    "(no request failed)",
+    0.3,
+    "> 0",
 )
 AFTER = Signal(
     "failures_on_it_after_it_failed",
@@ -184,9 +205,113 @@ def _unreachable(facts: Facts, t: Thresholds) -> tuple[pl.Series, pl.DataFrame]:
     return hit, errors.filter(pl.col("upstream").is_in(upstreams.implode()))
 
 
+def _retried_away(facts: Facts, name: str) -> pl.DataFrame:
+    """Measured requests an attempt of which reached `name` before the proxy retried them."""
+    return facts.measured.filter(
+        pl.col("proxy_also_reached")
+        .cast(pl.Utf8)
+        .str.split(", ")
+        .list.contains(name)
+        .fill_null(False)
+    )
+
+
+def hidden_death(facts: Facts, t: Thresholds) -> RuleResult:
+    """An instance that failed during the test while no request failed. Claims nothing; its
+    evidence is the verdict's where all succeeded.
+
+    Two witnesses of three, one of them the proxy's: the proxy logged losing or failing
+    to reach it (`lost`), requests that had reached it were retried on another (`away`),
+    and its log stopped or it printed a death banner no later than that (`own`; a log
+    that stops long after is an idle engine's). One alone is not enough: a retry after
+    a slow answer (504) is no death, nor an idle engine's silence.
+    """
+    end, start = facts.test_end(), facts.measured["w_start"].min()
+    nothing = RuleResult(Bottleneck.INSTANCE_FAILURE, facts.no_claims())
+    if end is None or start is None:
+        return nothing
+    pad = dt.timedelta(seconds=t.proxy_window_s)
+    errors = facts.proxy_events.filter(
+        pl.col("kind").is_in(UPSTREAM_DOWN_KINDS)
+        & pl.col("upstream").is_not_null()
+        & pl.col("at").is_between(start - pad, end + pad)
+    ).sort("at")
+    who_errors = errors.select(
+        pl.col("upstream")
+        .cast(pl.Utf8)
+        .replace_strict(facts.upstream_instances, default=pl.col("upstream").cast(pl.Utf8))
+    ).to_series()
+    hops = facts.measured["proxy_also_reached"].drop_nulls().cast(pl.Utf8).str.split(", ").explode()
+    moments = failure_moments(facts, t)
+    evidence, who = [], []
+    for name in pl.concat([who_errors, hops]).unique(maintain_order=True).to_list():
+        lost = errors.filter(who_errors == name)
+        away = _retried_away(facts, name)
+        until = lost["at"].min() if lost.height else away["w_end"].max()
+        own = moments.filter(
+            (pl.col("instance") == name) & (pl.col("failed_at") <= until + STAMP_SLACK)
+        )
+        if (lost.height > 0) + (away.height > 0) + (own.height > 0) < 2:
+            continue
+        who.append(name)
+        for row in own.filter(pl.col("how") == "log_stopped").iter_rows(named=True):
+            evidence.append(
+                STOPPED.fired(
+                    _stopped_text(facts, row), t, source_labels(pl.Series([row["source"]]))
+                )
+            )
+        banners = own.filter(pl.col("how") == "banner")
+        if banners.height:
+            first = banners.row(0, named=True)
+            evidence.append(
+                DIED.fired(
+                    f"{name} at {at_text(first['failed_at'])}: {first['detail']}",
+                    t,
+                    labels(banners.rename({"failed_at": "at"})),
+                )
+            )
+        if lost.height:
+            evidence.append(LOST.fired(_errors_text(facts, lost), t, labels(lost)))
+        if away.height:
+            evidence.append(
+                RETRIED_AWAY.fired(
+                    _retried_text(facts, name, away), t, labels(away, "proxy_source")
+                )
+            )
+    if not who:
+        return nothing
+    return RuleResult(
+        Bottleneck.INSTANCE_FAILURE, facts.no_claims(), evidence, subject=", ".join(who)
+    )
+
+
+def _retried_text(facts: Facts, name: str, away: pl.DataFrame) -> str:
+    """How many requests the proxy resent from `name`, and the latency they paid against
+    the same steps' requests that were not retried."""
+    retried_any = facts.measured.filter((pl.col("proxy_attempts") > 1).fill_null(False))
+    steps = away["step"].unique().implode()
+    others = facts.measured.filter(
+        pl.col("step").is_in(steps)
+        & pl.col("ok").eq(True)
+        & ~(pl.col("proxy_attempts") > 1).fill_null(False)
+    )["latency_s"]
+    lat = away.filter(pl.col("ok").eq(True))["latency_s"].drop_nulls()
+    text = (
+        f"{away.height} request(s) reached {name} and were resent by the proxy to another "
+        f"instance ({retried_any.height} retried in all)"
+    )
+    if lat.len() and others.drop_nulls().len():
+        base = others.median()
+        text += (
+            f"; their latency {lat.min():.2f}–{lat.max():.2f} s against a median {base:.2f} s "
+            f"for the same steps' requests not retried (+{lat.median() - base:.2f} s)"
+        )
+    return text
+
+
 def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
     if not facts.failed:
-        return RuleResult(Bottleneck.INSTANCE_FAILURE, facts.no_claims())
+        return hidden_death(facts, t)
     moments = failure_moments(facts, t)
     after = _after_death(facts, moments)
     unreachable, errors = _unreachable(facts, t)
@@ -280,7 +405,7 @@ RULE = Rule(
     bottleneck=Bottleneck.INSTANCE_FAILURE,
     headline="An instance failed",
     summary="{subject} failed during the test, and {claimed} of {failed} failed requests went to it at or after that moment",
-    signals=(STOPPED, DIED, UNREACHABLE, AFTER),
+    signals=(STOPPED, DIED, UNREACHABLE, AFTER, LOST, RETRIED_AWAY),
     recommendations=(
         "Find why the instance died: the host's kernel log (dmesg: the OOM killer), the "
         "container's exit code and restart count, and the instance's own log before its last line.",

@@ -251,26 +251,35 @@ def _sentence(rule: Rule, result: RuleResult, claimed: int, facts: Facts) -> str
     return f"{rule.headline}: {text}."
 
 
+# What a cause looks like when every request succeeded (a death outranks a saturation)
+HIDDEN_BY_SUCCESS = {
+    Bottleneck.INSTANCE_FAILURE: "failed during the test, and the proxy's retries hid it",
+    Bottleneck.KV_CACHE: "reached its limit",
+    Bottleneck.GPU: "reached its limit",
+}
+
+
 def _without_failures(
     facts: Facts, results: dict[Bottleneck, RuleResult], t: Thresholds, missing: list[str]
 ) -> Verdict:
-    """Every request succeeded: a bottleneck only if an engine saturated."""
-    saturated = sorted(
+    """Every request succeeded: a bottleneck only if an instance died (the proxy's retries
+    hid it) or an engine saturated."""
+    found = sorted(
         (
             b
-            for b in (Bottleneck.KV_CACHE, Bottleneck.GPU)
+            for b in HIDDEN_BY_SUCCESS
             if results[b].evidence and results[b].score >= t.min_confidence
         ),
-        key=lambda b: -results[b].score,
+        key=lambda b: (b != Bottleneck.INSTANCE_FAILURE, -results[b].score),
     )
-    cause = saturated[0] if saturated else Bottleneck.NONE
+    cause = found[0] if found else Bottleneck.NONE
     rule, result = BY_CAUSE[cause], results[cause]
     if cause == Bottleneck.NONE:
         summary = _sentence(rule, result, 0, facts)
     else:
         summary = (
             f"{rule.headline}: no request failed ({facts.sent} sent), but "
-            f"{result.subject or 'an instance'} reached its limit."
+            f"{result.subject or 'an instance'} {HIDDEN_BY_SUCCESS[cause]}."
         )
     return Verdict(
         bottleneck=cause,
@@ -279,6 +288,7 @@ def _without_failures(
         summary=summary,
         recommendations=list(rule.recommendations),
         missing=missing,
+        subject=result.subject,
     )
 
 

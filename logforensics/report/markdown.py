@@ -24,12 +24,14 @@ INDENT = "   "  # a fenced block inside a numbered list item
 def reached_cell(step: dict, name: str) -> str:
     """Requests that reached the instance (± those placed by time alone that could be another
     step's), and those the proxy sent it that it refused (a dead instance's): the balance is
-    judged on both."""
+    judged on both; or those that reached it and the proxy resent to another (a retry)."""
     reached = step["per_instance"].get(name, 0)
     refused = step["routed"].get(name, 0) - reached
     unsure = (step.get("per_instance_uncertain") or {}).get(name, 0)
     count = f"{reached} ± {unsure}" if unsure else str(reached)
-    return f"{count} (+{refused} refused)" if refused > 0 else count
+    if refused > 0:
+        return f"{count} (+{refused} refused)"
+    return f"{count} ({-refused} resent elsewhere)" if refused < 0 else count
 
 
 def _escape(text: str) -> str:
@@ -99,7 +101,8 @@ def render_markdown(report: ReportData | Analysis) -> str:
             f" · **{t['reached_unseen']}** served by an instance whose log is missing"
             if t.get("reached_unseen")
             else ""
-        ),
+        )
+        + (f" · **{t['retried']}** retried by the proxy" if t.get("retried") else ""),
         "",
     ]
     if r.evidence:

@@ -166,6 +166,13 @@ def _single_value_facts() -> list[pl.Expr]:
         _unsigned_zero(pl.col("urt").cast(pl.Float64, strict=False).fill_null(0.0)).alias(
             "_urt_sum"
         ),
+        pl.when(pl.col("ua") == "-")
+        .then(0)
+        .when(pl.col("ua").is_not_null())
+        .then(1)
+        .cast(pl.Int32)
+        .alias("_attempts"),
+        pl.lit(None, dtype=pl.Utf8).alias("_also"),
     ]
 
 
@@ -175,7 +182,8 @@ def _listed_facts() -> list[pl.Expr]:
     `_last_us`: the last attempt's status; `_answer_ok`: an attempt got an
     answer nginx did not make up (not 502/504); `_connected`: an attempt logged
     a connect time; `_group`: every address is an upstream group's name;
-    `_urt_sum`: the attempts' response times added up.
+    `_urt_sum`: the attempts' response times added up; `_attempts`: how many
+    (`_also`, the earlier ones that reached their upstream, is `_earlier_reached`'s).
     """
     statuses = _items("us").list.eval(pl.element().cast(pl.Int64, strict=False))
     return [
@@ -194,7 +202,51 @@ def _listed_facts() -> list[pl.Expr]:
         _unsigned_zero(
             _items("urt").list.eval(pl.element().cast(pl.Float64, strict=False)).list.sum()
         ).alias("_urt_sum"),
+        _items("ua")
+        .list.eval((pl.element() != "-").sum())
+        .list.first()
+        .cast(pl.Int32)
+        .alias("_attempts"),
     ]
+
+
+def _earlier_reached(listed: pl.DataFrame) -> pl.Series:
+    """Per row, the addresses of the attempts before the last that reached their upstream
+    (``, ``-joined; null for none): a retried request was in those instances too.
+
+    An attempt reached its upstream when it logged a connect time (``uct="0.000, 0.000"``:
+    the first one connected, then the upstream closed or timed out) or an answer nginx did
+    not make up (``us="500, 200"`` under ``proxy_next_upstream http_500``). ``uct="-"`` is a
+    connect refused; a 502 with no connect time logged cannot tell, and is not counted.
+    """
+    rows = listed.select(
+        pl.int_range(pl.len()).alias("_k"), *(_items(c).alias(c) for c in ("ua", "uct", "us"))
+    )
+
+    def attempts(col: str) -> pl.DataFrame:
+        return rows.select(
+            "_k", pl.col(col).list.eval(pl.int_range(pl.len())).alias("_n"), col
+        ).explode("_n", col)
+
+    status = pl.col("us").cast(pl.Int64, strict=False)
+    earlier = (
+        attempts("ua")
+        .join(rows.select("_k", pl.col("ua").list.len().alias("_of")), on="_k")
+        .filter(pl.col("_n") < pl.col("_of") - 1)
+        .join(attempts("uct"), on=["_k", "_n"], how="left")
+        .join(attempts("us"), on=["_k", "_n"], how="left")
+        .filter(
+            pl.col("uct").cast(pl.Float64, strict=False).is_not_null()
+            | (status.is_not_null() & ~status.is_in([502, 504]))
+        )
+        .group_by("_k")
+        .agg(pl.col("ua").sort_by("_n").str.join(", "))
+    )
+    return (
+        rows.select("_k")
+        .join(earlier, on="_k", how="left", maintain_order="left")["ua"]
+        .alias("_also")
+    )
 
 
 def _with_upstream_facts(frame: pl.DataFrame) -> list[pl.DataFrame]:
@@ -205,9 +257,10 @@ def _with_upstream_facts(frame: pl.DataFrame) -> list[pl.DataFrame]:
     is_listed = frame.select(listed).to_series()
     if not is_listed.any():
         return [frame.with_columns(_single_value_facts())]
+    listed = frame.filter(is_listed).with_columns(_listed_facts())
     return [
         frame.filter(~is_listed).with_columns(_single_value_facts()),
-        frame.filter(is_listed).with_columns(_listed_facts()),
+        listed.with_columns(_earlier_reached(listed)),
     ]
 
 
@@ -345,6 +398,8 @@ def _requests_and_failures(hits: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFra
         .otherwise(pl.col("_urt_sum"))
         .alias("upstream_time_s"),
         dash_null("rid").alias("request_id"),
+        pl.col("_attempts").alias("attempts"),
+        pl.col("_also").alias("also_reached"),
     )
     rows = frame.select(
         "line_no",
@@ -361,6 +416,8 @@ def _requests_and_failures(hits: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFra
         "request_time_s",
         "upstream_time_s",
         "request_id",
+        "attempts",
+        "also_reached",
     )
     st = pl.col("http_status")
     kind = (
