@@ -358,7 +358,10 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     )
     if aligned is not tables:  # an instance was moved onto the common clock
         tables, records = aligned, inference_records(aligned["server_requests"])
-    requests = attribute.attribute(client, tables["server_requests"], offset, records)
+        offset = clock.without_explained_rival(offset, instance_clocks)
+    requests = attribute.attribute_on_both_clocks(
+        client, tables["server_requests"], offset, records
+    )
     tables["proxy_requests"] = proxy.with_error_log_delivery(
         tables["proxy_requests"], tables["proxy_events"]
     )
@@ -509,21 +512,26 @@ def _findings(step_runs, instances, clock, inputs, requests, unmatched) -> list[
                     )
                 )
     if clock.ambiguous:
-        by_time = requests.select(
+        by_time, disputed = requests.select(
             (
                 ~pl.col("warmup")
                 & (
                     pl.col("match_key").is_in(["time_window", "engine_lifecycle"])
                     | (pl.col("reach_witness").is_in(["coverage", "engine_stats"]))
                 )
-            ).sum()
-        ).item()
+            )
+            .sum()
+            .alias("by_time"),
+            (~pl.col("warmup") & pl.col("clock_disputed")).sum().alias("disputed"),
+        ).row(0)
         out.append(
             Finding(
                 "clock_ambiguous",
                 f"the client→server offset is {clock.offset_s:+.1f} s ({clock.paired} records agree), "
                 f"but {clock.second_offset_s:+.1f} s has {clock.second_paired} as well: "
-                f"{by_time} request(s) placed by time depend on which is right",
+                f"{disputed} request(s) the two place at different instances are left "
+                f"unattributed (each step's split states them as its ±); "
+                f"{by_time} placed by time are where both put them",
             )
         )
     if clock.zone_hint:

@@ -125,6 +125,54 @@ def test_few_requests_leave_the_clock_ambiguous(tmp_path):
     assert any(f["kind"] == "clock_ambiguous" for f in got["findings"])
 
 
+def test_an_ambiguous_clock_attributes_only_what_both_offsets_agree_on(tmp_path):
+    """Four requests of one step, 9 h 3.2 s off, no ids, no proxy: the best offset
+    (-32295.6 s) and its rival (-32403.0 s, the true one) both fit four records. The two
+    successes land on instance-1 under either; the two failures the ids put on instance-2
+    land on instance-1 under the best and instance-2 under the rival: they are left
+    unattributed, reached, with both candidates kept, and the step's split states them
+    as its ± (the truth inside, whichever clock is right)."""
+    keep = {20, 21, 22, 23}
+    truth = (
+        analyze([variant("crash-midtest", tmp_path / "ids")])
+        .requests.filter(pl.col("index").is_in(list(keep)))
+        .select("index", pl.col("instance").cast(pl.Utf8))
+    )
+    assert set(truth.filter(pl.col("instance") == "instance-2")["index"]) == {22, 23}
+    folder = variant(
+        "crash-midtest",
+        tmp_path / "four",
+        drop={"nginx-access.log", "nginx-error.log"},
+        rewrite={"client.jsonl": shift_client(9 * 3600 + 3.2, keep=keep)},
+    )
+    analysis = analyze([folder])
+    got = analysis.to_dict()
+    assert got["clock"]["ambiguous"]
+    best, rival = got["clock"]["offset_s"], got["clock"]["second"]["offset_s"]
+    assert abs(rival + 9 * 3600 + 3.2) < 1.0 < abs(best + 9 * 3600 + 3.2)
+    rows = {r["index"]: r for r in analysis.requests.iter_rows(named=True)}
+    for index in (22, 23):
+        row = rows[index]
+        assert row["instance"] is None and row["clock_disputed"] and row["ambiguous"]
+        assert (row["instance_at_offset"], row["instance_at_rival"]) == ("instance-1", "instance-2")
+        assert (row["reach"], row["reach_witness"]) == ("reached", "either_clock")
+    for index in (20, 21):
+        assert rows[index]["instance"] == "instance-1" and not rows[index]["clock_disputed"]
+    (step,) = [r for r in got["runs"] if not r["warmup"]]
+    assert step["per_instance"] == {"instance-1": 2, "instance-2": 0}
+    assert step["per_instance_uncertain"] == {"instance-1": 2, "instance-2": 2}
+    assert step["unknown"] == 0 and step["unreached"] == 0
+    want = truth.group_by("instance").len()
+    for name, count in want.iter_rows():
+        have, bound = step["per_instance"][name], step["per_instance_uncertain"][name]
+        assert abs(have - count) <= bound, (name, have, count, bound)
+    (finding,) = [f for f in got["findings"] if f["kind"] == "clock_ambiguous"]
+    assert (
+        "2 request(s) the two place at different instances are left unattributed"
+        in (finding["detail"])
+    )
+
+
 def test_a_split_placed_by_ids_is_exact_and_one_placed_by_time_states_its_bound(tmp_path):
     """kv-tiny as recorded (vLLM's request lines carry the response ids the client kept):
     every per-instance count exact (± 0); with default logging and no ids, each count within

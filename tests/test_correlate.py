@@ -149,6 +149,8 @@ def test_one_instance_on_its_own_clock_is_moved(tmp_path):
     # concurrent requests end within ~0.4 s of each other: that is the precision to expect
     assert got["clock"]["instances"]["instance-2"]["moved_s"] == pytest.approx(37.0, abs=0.5)
     assert got["clock"]["instances"]["instance-1"]["moved_s"] == 0.0
+    # instance-2's own clock was the common fit's rival: moved, it leaves no ambiguity
+    assert not got["clock"]["ambiguous"] and got["clock"]["second"] is None
     steps = [r for r in got["runs"] if not r["warmup"]]
     assert [r["per_instance"]["instance-2"] for r in steps] == [2, 3, 10]
     assert got["totals"]["unreached"] == 13

@@ -9,10 +9,13 @@ Keys, strongest first (the `match_key` column says which decided):
    known to have reached an instance;
 4. `time_window`: an access line, written when the response headers go out —
    at a plain request's end, near a streamed one's start (`match_by_time`).
-Ties are marked ambiguous, not guessed.
+Ties are marked ambiguous, not guessed. When the clock itself is ambiguous,
+only what both offsets agree on is attributed (`attribute_on_both_clocks`).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import polars as pl
@@ -93,7 +96,7 @@ def identity_matches(client: pl.DataFrame, server: pl.DataFrame, offset_s: float
         )
     if not out:
         return pl.DataFrame(schema=IDENTITY_MATCHES)
-    both = pl.concat(out).sort("at")
+    both = pl.concat(out).sort("at", "source")
     return (
         both.group_by("_row", maintain_order=True)
         .agg(
@@ -191,8 +194,9 @@ def match_lifecycle(
     picked = []
     for who, fits, point, lo, hi in passes:
         # a request whose id would be in these lines, had the engine served it, is not here
-        windows = requests.filter(who & ~pl.col("has_id")).sort(lo)
-        candidates = free.filter(fits).sort(point)
+        # ties broken by row and key, never by a join's order: the same logs, the same answer
+        windows = requests.filter(who & ~pl.col("has_id")).sort(lo, "_row")
+        candidates = free.filter(fits).sort(point, "instance", "engine_key")
         if windows.is_empty() or candidates.is_empty():
             continue
         picks = pair_windows(
@@ -421,6 +425,47 @@ def attribute(
     return model.nulls_as_literals(out.drop("_row"))
 
 
+def attribute_on_both_clocks(
+    client: pl.DataFrame, server: pl.DataFrame, clock: ClockFit, records: pl.DataFrame
+) -> pl.DataFrame:
+    """`attribute` at the clock's offset, and where the clock is ambiguous at its rival's
+    too, keeping what both agree on (`agreed_by_both`)."""
+    first = attribute(client, server, clock, records)
+    if not clock.ambiguous or clock.second_offset_s is None:
+        return first.with_columns(
+            pl.lit(False).alias("clock_disputed"),
+            pl.lit(None, dtype=model.LABEL).alias("instance_at_offset"),
+            pl.lit(None, dtype=model.LABEL).alias("instance_at_rival"),
+        )
+    rival = dataclasses.replace(clock, offset_s=clock.second_offset_s)
+    return agreed_by_both(first, attribute(client, server, rival, records))
+
+
+CLOCK_DISPUTE_COLUMNS = ("instance", "match_key", "server_source", "engine_sources", "arrived_at")
+
+
+def agreed_by_both(first: pl.DataFrame, second: pl.DataFrame) -> pl.DataFrame:
+    """`first` (the requests attributed at the best offset) keeping only the instances
+    `second` (the same requests attributed at the rival offset) agrees on.
+
+    When two clocks explain the logs about equally, a request they place at different
+    instances (or one at none) could be either's: it is left unattributed, marked
+    `clock_disputed`, with both candidates kept (`instance_at_offset`, `instance_at_rival`)
+    so a step's count can state them as its uncertainty. An id or a prompt marker ties a
+    request whatever the clock, so those always agree.
+    """
+    disputed = ~first["instance"].cast(pl.Utf8).eq_missing(second["instance"].cast(pl.Utf8))
+    keep = pl.lit(~disputed)
+    return first.with_columns(
+        *[pl.when(keep).then(pl.col(c)).alias(c) for c in CLOCK_DISPUTE_COLUMNS],
+        pl.col("ambiguous") | pl.lit(disputed),
+        pl.col("late") & keep,
+        pl.lit(disputed).alias("clock_disputed"),
+        pl.when(~keep).then(pl.col("instance")).alias("instance_at_offset"),
+        pl.when(~keep).then(pl.lit(second["instance"])).alias("instance_at_rival"),
+    )
+
+
 def place_unrecorded(
     client: pl.DataFrame, unclaimed: pl.DataFrame, server: pl.DataFrame, offset_s: float
 ) -> pl.DataFrame:
@@ -458,7 +503,9 @@ def place_unrecorded(
         )
     )
     log_ends = server.group_by("instance").agg(pl.col("at").max().alias("_log_end"))
-    arrivals = unclaimed.filter(pl.col("received_at").is_not_null()).sort("received_at")
+    arrivals = unclaimed.filter(pl.col("received_at").is_not_null()).sort(
+        "received_at", "instance", "engine_key"
+    )
     placed = []
     for (run, step), rows in untimed.partition_by("run", "step", as_dict=True).items():
         span = spans.filter((pl.col("run") == run) & (pl.col("step") == step))
@@ -535,7 +582,7 @@ def match_by_time(
             "instance",
             "source",
         )
-        .sort("at")
+        .sort("at", "source")
         .filter(pl.col("at").is_not_null())  # an unstamped record cannot be placed in time
     )
     reqs = (
@@ -562,7 +609,7 @@ def match_by_time(
         if not rec_mask.any() or not req_mask.any():
             return
         # (only the columns read: a filter and a sort copy every column they are given)
-        req_frame = reqs.select("_pos", "s", "e").filter(pl.Series(req_mask)).sort(anchor)
+        req_frame = reqs.select("_pos", "s", "e").filter(pl.Series(req_mask)).sort(anchor, "_pos")
         anchors = req_frame[anchor].to_numpy()
         if how == "late":  # the window opens at the client's end and stays open a while
             lo, hi = req_frame["e"].to_numpy(), (req_frame["e"] + LATE_ARRIVAL_S).to_numpy()

@@ -487,6 +487,22 @@ FITS_AT_ONCE = 2  # instances' clocks fitted at once: each more holds one more i
 INSTANCE_DISAGREEMENT_S = MATCH_TOLERANCE_S
 
 
+def without_explained_rival(common: ClockFit, instances: dict[str, ClockFit]) -> ClockFit:
+    """The common fit, its rival dropped when that rival is one instance's own clock.
+
+    An instance whose host clock runs apart makes its own offset a rival of the
+    common one; once `align_instances` has moved it onto the common clock, the
+    rival explains nothing the move did not, and the clock is not ambiguous."""
+    if common.second_offset_s is None or common.method != "estimated":
+        return common
+    apart = common.second_offset_s - common.offset_s
+    width = common.interval[1] - common.interval[0] if common.interval else 0.0
+    tolerance = max(MATCH_TOLERANCE_S, width)
+    if any(fit.moved_s and abs(fit.moved_s - apart) <= tolerance for fit in instances.values()):
+        return dataclasses.replace(common, second_offset_s=None, second_paired=0)
+    return common
+
+
 def align_instances(
     client: pl.DataFrame,
     tables: dict[str, pl.DataFrame],

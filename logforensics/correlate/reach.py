@@ -38,6 +38,9 @@ def decide_reach(
                 "engine_stats"). Without either, a request the proxy or the
                 client abandoned leaves no line at all (uvicorn writes none),
                 so absence proves nothing;
+    reached   — also a request the logs place at one instance under the clock's
+                offset and at another under its rival's, when the clock is
+                ambiguous (witness "either_clock"; no instance named);
     reached   — also a success no log names: an answer came from an instance
                 (witness "success"), one whose log is missing or silent;
     reached   — also a failure the proxy sent to an instance without saying
@@ -65,8 +68,17 @@ def decide_reach(
     unclaimed = (
         pl.col("unclaimed_arrival") if "unclaimed_arrival" in requests.columns else pl.lit(False)
     )
+    # the two clocks an ambiguous fit leaves place it at two instances (or one and none)
+    disputed, at_either = pl.lit(False), pl.lit(False)
+    if "clock_disputed" in requests.columns:
+        disputed = pl.col("clock_disputed")
+        both = (
+            pl.col("instance_at_offset").is_not_null() & pl.col("instance_at_rival").is_not_null()
+        )
+        at_either = disputed & both
     failed_unseen = (
-        pl.col("instance").is_null()
+        ~disputed
+        & pl.col("instance").is_null()
         & ~pl.col("ok").fill_null(True)
         & pl.col("_covered")
         & pl.lit(provable)
@@ -82,6 +94,8 @@ def decide_reach(
         .then(pl.lit("reached"))
         .when(by_proxy == "refused")
         .then(pl.lit("unreached"))
+        .when(at_either)
+        .then(pl.lit("reached"))
         .when(pl.col("_held"))
         .then(pl.lit("reached"))
         .when(failed_unseen & (pl.lit(logs_arrivals) | pl.col("_idle")))
@@ -93,6 +107,8 @@ def decide_reach(
         .then(pl.col("match_key").replace_strict(WITNESS_OF_MATCH, default="instance_log"))
         .when(by_proxy.is_in(["reached", "refused"]))
         .then(pl.lit("proxy"))
+        .when(at_either)
+        .then(pl.lit("either_clock"))
         .when(pl.col("ok").fill_null(False))
         .then(pl.lit("success"))
         .when(pl.col("_held"))
@@ -225,6 +241,7 @@ def unaccounted_successes(requests: pl.DataFrame) -> int:
         (
             timed
             & pl.col("instance").is_null()
+            & ~(pl.col("clock_disputed") if "clock_disputed" in requests.columns else pl.lit(False))
             & (pl.col("proxy_delivery").fill_null("") != "reached")
             & pl.col("_covered")
         )

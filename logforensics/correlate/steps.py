@@ -108,6 +108,17 @@ def reached(name: str, client: pl.DataFrame) -> pl.Expr:
     return served | also.fill_null(False)
 
 
+def either_clock(name: str, client: pl.DataFrame) -> pl.Expr:
+    """Left unattributed because an ambiguous clock's two offsets disagree, one of them
+    placing it at instance `name` (and no other witness naming where it went)."""
+    if "clock_disputed" not in client.columns:
+        return pl.lit(False)
+    candidate = (pl.col("instance_at_offset") == name) | (pl.col("instance_at_rival") == name)
+    return (
+        pl.col("clock_disputed") & pl.col("reached_instance").is_null() & candidate.fill_null(False)
+    )
+
+
 def retried(client: pl.DataFrame) -> pl.Expr:
     """The proxy logged more than one upstream attempt for the request."""
     if "proxy_attempts" not in client.columns:
@@ -239,7 +250,8 @@ def summarise(
     the successes each answered, `retried` the requests the proxy retried, and
     `per_instance_uncertain` how many of those a record placed by time alone
     could have given another step (`could_be_another_steps`, within `window_s`:
-    the matching tolerance and the clock's interval); `per_upstream` what the
+    the matching tolerance and the clock's interval), and those an ambiguous clock's
+    two offsets place at it and elsewhere (`either_clock`); `per_upstream` what the
     proxy's log alone says it delivered to each upstream — a second witness.
     """
     if client.is_empty():
@@ -294,7 +306,9 @@ def summarise(
             retried(client).sum().alias("retried"),
             *[reached(name, client).sum().alias(f"@{name}") for name in instances],
             *[
-                (reached(name, client) & pl.col("uncertain")).sum().alias(f"~{name}")
+                ((reached(name, client) & pl.col("uncertain")) | either_clock(name, client))
+                .sum()
+                .alias(f"~{name}")
                 for name in instances
             ],
             *[

@@ -466,7 +466,14 @@ def _hops(
                 else [],
                 quoted,
                 bare,
-                None if seen else "no instance's log shows this request",
+                None
+                if seen
+                else (
+                    f"the clock is ambiguous: its offset places this request at "
+                    f"{r['clock_candidates'].replace(' or ', ', its rival at ')}"
+                    if r.get("clock_candidates")
+                    else "no instance's log shows this request"
+                ),
             )
         )
     if r["reach"] == "reached":

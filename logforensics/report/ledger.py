@@ -65,6 +65,7 @@ def client_outcome(columns: list[str]) -> pl.Expr:
 
 
 REACHED_BY = ("reached_instance", "instance", "proxy_instance")  # what correlation named
+DISPUTED_BY = ("instance_at_offset", "instance_at_rival")  # an ambiguous clock's two answers
 
 
 def _list_of_sources(frame: pl.DataFrame, column: str) -> pl.Expr:
@@ -166,6 +167,17 @@ def build_ledger(analysis: Analysis, which: pl.Expr | None = None) -> pl.DataFra
         .otherwise(pl.lit("unknown"))
         .alias("failed_at")
     )
+    # an ambiguous clock's two offsets placed it at different instances: both, best's first
+    clock_candidates = (
+        pl.when(pl.col("clock_disputed")).then(
+            pl.concat_str(
+                *(pl.col(c).cast(pl.Utf8).fill_null("none") for c in DISPUTED_BY),
+                separator=" or ",
+            )
+        )
+        if "clock_disputed" in joined.columns
+        else pl.lit(None, dtype=pl.Utf8)
+    ).alias("clock_candidates")
     return joined.select(
         pl.col("run").cast(pl.Utf8),
         "step",
@@ -199,6 +211,7 @@ def build_ledger(analysis: Analysis, which: pl.Expr | None = None) -> pl.DataFra
         "instance_status",
         pl.col("match_key").alias("instance_match_key"),
         pl.col("ambiguous").alias("instance_ambiguous"),
+        clock_candidates,
         pl.col("late").alias("instance_finished_after_client_gave_up"),
         pl.col("server_source").alias("instance_source"),
         "engine_events",
