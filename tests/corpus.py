@@ -74,3 +74,12 @@ PER_REQUEST_LINE_RE = re.compile(
 def default_logging(text: str) -> str:
     """An instance log as vLLM's default logging would have written it."""
     return "".join(line for line in text.splitlines(True) if not PER_REQUEST_LINE_RE.search(line))
+
+
+MSEC_PAIR_RE = re.compile(r" msec=\S+")
+
+
+def time_local_only(text: str) -> str:
+    """An nginx access log as a `log_format` without `$msec` would have written it: each
+    request stamped to the whole second by `$time_local` alone."""
+    return MSEC_PAIR_RE.sub("", text)

@@ -19,13 +19,18 @@ from logforensics.correlate import steps
 from logforensics.correlate.records import inference_records
 from logforensics.ingest.inputs import load
 from tests.conftest import corpus
-from tests.corpus import default_logging, shift_client, variant
+from tests.corpus import default_logging, shift_client, time_local_only, variant
 
 # client clock minus the servers' (faketime's sense): uneven seconds both ways, and whole-hour
 # zone errors plus seconds
 SKEWS_S = (-90.0, -47.0, -12.3, -3.6, -1.2, -0.4, 0.0, 0.7, 2.7, 3.4, 4.2, 8.9, 31.0, 58.5, 90.0)
 ZONE_ERRORS_S = (9 * 3600 + 3.2, -5 * 3600 - 0.7, 3600 + 2.5, -2 * 3600 + 47.0)
-PRODUCTION = {"instance-1.log": default_logging, "instance-2.log": default_logging}
+# vLLM's default logging; nginx's `$time_local` alone (the lab also logged `$msec`)
+PRODUCTION = {
+    "instance-1.log": default_logging,
+    "instance-2.log": default_logging,
+    "nginx-access.log": time_local_only,
+}
 
 
 def clocks_under_skew(folder, skews):
@@ -61,6 +66,22 @@ def test_a_skewed_client_behind_a_proxy_is_placed_within_half_a_second(tmp_path,
         assert fit.basis.startswith("the proxy's"), fit.basis
         assert (fit.zone_hint is not None) == (abs(skew) > 3600)
         assert proxy_fit is not None and holds(proxy_fit, skew), (skew, proxy_fit)
+
+
+@pytest.mark.parametrize("incident", ["kv-tiny", "crash-midtest"])
+def test_nginx_msec_pins_a_skewed_client_to_a_tenth_of_a_second(tmp_path, incident):
+    """The same recordings with the `$msec` the lab's nginx logged: millisecond stamps of each
+    request's end pin every skew to the client's own timing jitter, not the second."""
+    folder = variant(
+        incident,
+        tmp_path / incident,
+        rewrite={k: PRODUCTION[k] for k in PRODUCTION if "instance" in k},
+    )
+    for skew, (fit, _) in clocks_under_skew(folder, SKEWS_S + ZONE_ERRORS_S):
+        assert fit.method == "estimated" and not fit.ambiguous, (skew, fit)
+        assert holds(fit, skew), (skew, fit)
+        assert fit.interval[1] - fit.interval[0] <= 0.15, (skew, fit)
+        assert fit.basis.startswith("the proxy's precise stamps"), fit.basis
 
 
 @pytest.mark.parametrize("incident", ["kv-tiny", "crash-midtest"])

@@ -165,6 +165,26 @@ def test_ingress_nginx_default_format_and_key_value_pairs(tmp_path):
     ]
 
 
+def test_nginx_msec_pair_gives_the_millisecond(tmp_path):
+    """`msec=` (nginx's $msec) is the $time_local moment to the millisecond: the clock is
+    judged on it (recordings/field-instance-skew logs both); a line without it keeps the second."""
+    text = (
+        '127.0.0.1 - - [05/Dec/2026:05:28:04 +0000] "POST /v1/chat/completions HTTP/1.1" 200 '
+        '3762 "-" "python-requests/2.34.2" msec=1796448484.262 rt=14.161 uct="0.001" '
+        'urt="14.161" ua="127.0.0.1:8001" us="200"\n'
+        '127.0.0.1 - - [05/Dec/2026:05:28:28 +0000] "POST /v1/chat/completions HTTP/1.1" 200 '
+        '3762 "-" "python-requests/2.34.2" rt=19.097 uct="0.000" urt="19.094" '
+        'ua="127.0.0.1:8001" us="200"\n'
+    )
+    _, result = parse(tmp_path, text, "nginx-access.log")
+    rows = result.table("proxy_requests")
+    assert rows["at"].to_list() == [
+        t(2026, 12, 5, 5, 28, 4, 262000),
+        t(2026, 12, 5, 5, 28, 28),
+    ]
+    assert rows["request_time_s"].to_list() == [14.161, 19.097]
+
+
 def test_nginx_internal_redirect_separator(tmp_path):
     text = (
         '10.0.3.7 - - [24/Feb/2026:06:16:03 +0000] "POST /v1/chat/completions HTTP/1.1" 200 10 '

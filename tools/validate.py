@@ -12,7 +12,9 @@ the successes each instance served and the retries where the truth counts them,
 contamination and the client clock offset (the truth's `client_offset_s` is the
 client's clock minus the servers', the report's `offset_s` what to add to a client
 time: the one is minus the other), which must lie in the interval the report
-states (within 1.5 s where it states none). One line per incident, then the
+states (within 1.5 s where it states none); an instance the truth says runs its
+own clock (`instance_offsets_s`, its clock minus the true one) must be found
+within 0.5 s of it and moved, and no other instance moved. One line per incident, then the
 scoreboard and each clock with its interval; the exit status is 1 on any miss. Where the
 shared corpus is absent (a user's clone) it says so and scores the recordings.
 """
@@ -39,6 +41,7 @@ NOT_EVIDENCE = {
 }
 RECORDINGS = Path(__file__).resolve().parents[1] / "recordings"
 OFFSET_TOLERANCE_S = 1.5  # where a report states no interval
+INSTANCE_TOLERANCE_S = 0.5  # an instance's own offset (fitted on its records, no interval)
 ROUNDING_S = 0.001  # the report rounds an interval's ends to the millisecond
 CHECKS = ("verdict", "totals", "steps", "per-instance", "contamination", "offset")
 TOTALS = {"sent": "sent", "ok": "succeeded", "failed": "failed", "unreached": "unreached"}
@@ -127,6 +130,31 @@ def compare(truth: dict, got: dict) -> dict[str, list[str]]:
     )
     if have_offset is None or not lo - ROUNDING_S <= want_offset <= hi + ROUNDING_S:
         misses["offset"].append(f"{want_offset:+.3f} outside {clock_text(got['clock'])}")
+    misses["offset"] += instance_clock_misses(truth["clock"], got["clock"])
+    return misses
+
+
+def instance_clock_misses(truth: dict, clock: dict) -> list[str]:
+    """An instance whose own clock the truth says is off must be found off by that much (the
+    report's `offset_s` is its clock minus the client's) and moved; any other must stay put."""
+    skewed = truth.get("instance_offsets_s", {})
+    misses = []
+    for name, fit in clock.get("instances", {}).items():
+        if name not in skewed:
+            if fit.get("moved_s"):
+                misses.append(f"{name} moved {fit['moved_s']:+.3f} s, its clock is the servers'")
+            continue
+        want = skewed[name] - truth["client_offset_s"]
+        if not fit.get("moved_s") or abs(fit["offset_s"] - want) > INSTANCE_TOLERANCE_S:
+            misses.append(
+                f"{name} {fit['offset_s']:+.3f} s (moved {fit.get('moved_s') or 0:+.3f}),"
+                f" truth {want:+.3f} s"
+            )
+    misses += [
+        f"{name} absent from the report"
+        for name in skewed
+        if name not in clock.get("instances", {})
+    ]
     return misses
 
 
@@ -136,7 +164,12 @@ def clock_text(clock: dict) -> str:
     span = f" [{interval[0]:+.3f}, {interval[1]:+.3f}]" if interval else ""
     ambiguous = " ambiguous" if clock.get("ambiguous") else ""
     basis = clock.get("basis") or clock["method"]
-    return f"{clock['offset_s']:+.3f} s{span}{ambiguous} ({basis})"
+    moved = "".join(
+        f"; {name} moved {fit['moved_s']:+.3f} s"
+        for name, fit in clock.get("instances", {}).items()
+        if fit.get("moved_s")
+    )
+    return f"{clock['offset_s']:+.3f} s{span}{ambiguous} ({basis}){moved}"
 
 
 def main() -> int:

@@ -73,11 +73,12 @@ KV_NAMES = {
     "urt": r"(?:urt|upstream_response_time)",
     "uct": r"(?:uct|upstream_connect_time)",
     "rid": r"(?:rid|request_id|req_id|x_request_id|xrid)",
+    "msec": r"(?:msec)",
 }
 # The fields every layout is read into, in one order (its pieces are concatenated).
 NGINX_FIELDS = (
     "line_no", "instance", "at", "client", "time", "request", "method", "path", "status",
-    "ua", "us", "rt", "urt", "uct", "rid",
+    "ua", "us", "rt", "urt", "uct", "rid", "msec",
 )  # fmt: skip
 
 
@@ -140,8 +141,11 @@ def _general_layouts(lines: pl.DataFrame) -> list[pl.DataFrame]:
     pairs = hits.filter(has_pairs).with_columns(
         *(pl.coalesce(name, _kv(name)).alias(name) for name in ("ua", "us", "rt", "urt", "rid")),
         _kv("uct").alias("uct"),
+        _kv("msec").alias("msec"),
     )
-    plain = hits.filter(~has_pairs).with_columns(pl.lit(None, dtype=pl.Utf8).alias("uct"))
+    plain = hits.filter(~has_pairs).with_columns(
+        pl.lit(None, dtype=pl.Utf8).alias("uct"), pl.lit(None, dtype=pl.Utf8).alias("msec")
+    )
     return [pairs.select(NGINX_FIELDS), plain.select(NGINX_FIELDS)]
 
 
@@ -329,7 +333,7 @@ class NginxAccess(ProxyLineFormat):
             # A line in another layout stays an empty row (no `client`) until one gather
             # of the narrow rows drops it: cheaper than filtering the captured text here.
             common = common.with_columns(
-                pl.lit(None, dtype=pl.Utf8).alias("uct"), pl.lit(None, dtype=pl.Utf8).alias("rid")
+                pl.lit(None, dtype=pl.Utf8).alias(name) for name in ("uct", "rid", "msec")
             ).select(NGINX_FIELDS)
             parts.append(_requests_and_failures(common.with_columns(_single_value_facts())))
         del common  # its captured text is done with: free it before the other layouts
@@ -391,7 +395,12 @@ def _requests_and_failures(hits: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFra
         .then(pl.lit("refused"))
         .otherwise(pl.lit("unknown"))
         .alias("delivery"),
-        pl.coalesce(timeparse.clf_to_utc(pl.col("time")), pl.col("at")).alias("at"),
+        # $msec (the same moment as $time_local, to the millisecond) where it was logged
+        pl.coalesce(
+            timeparse.epoch_to_utc(pl.col("msec").cast(pl.Float64, strict=False)),
+            timeparse.clf_to_utc(pl.col("time")),
+            pl.col("at"),
+        ).alias("at"),
         pl.col("rt").cast(pl.Float64, strict=False).alias("request_time_s"),
         pl.when(pl.col("urt").is_null() | (pl.col("urt") == "-"))
         .then(None)
