@@ -125,3 +125,54 @@ def test_guidellms_side_files_are_the_same_run(tmp_path):
     ]
     assert steps[:4] == [("benchmarks.json", c, n) for c, n in ((2, 4), (4, 7), (8, 16), (16, 32))]
     assert steps[4:] == [("client-stdout.log", 1, 1)]
+
+
+def test_llm_load_test_and_inference_perf_consoles_are_the_testers_own_figures(tmp_path):
+    """recordings traefik-refuse (llm-load-test's console: 12,101 lines, 834 tracebacks, each
+    run's pandas table) and vrouter-compute (inference-perf's: YAML config, printed reports,
+    rich tables): every line understood, each run's own figures read, the steps the
+    per-request files' with or without the console."""
+    for name, fmt, figures in (
+        ("traefik-refuse", "llm_load_test_console", [(2, 7, 0), (4, 12, 0), (6, 840, 834)]),
+        ("vrouter-compute", "inference_perf_console", [(4, 4, 0), (8, 8, 0), (16, 16, 9)]),
+    ):
+        folder = corpus(name)
+        inputs = load([folder / "client-stdout.log"], CTX)
+        (console,) = inputs.files
+        assert (console.format, console.unparsed) == (fmt, 0), name
+        assert console.parsed == 3 and console.noise == console.lines - 3
+        got = [(s["concurrency"], s["sent"], s["failed"]) for s in inputs.tester_summaries]
+        assert got == figures, name
+        without = [p for p in incident_inputs(folder) if p.name != "client-stdout.log"]
+        with_console = analyze(incident_inputs(folder))
+        assert measured_steps(without) == [
+            (r["concurrency"], r["sent"], r["succeeded"], r["failed"])
+            for r in with_console.runs
+            if not r["warmup"]
+        ]
+        assert [f["agree"] for f in with_console.tester_figures] == [True, True, True]
+
+
+def test_a_console_that_disagrees_is_named_and_an_odd_line_in_it_is_shown(tmp_path):
+    """llm-load-test's console edited: run 2 claims 11 of 12 failed, and a line that is no
+    part of a traceback follows one: the figure disagrees with the per-request file and the
+    line is unparsed, not swallowed by the traceback before it."""
+    folder = corpus("traefik-refuse")
+    into = tmp_path / "t"
+    shutil.copytree(folder, into)
+    console = into / "client-stdout.log"
+    text = console.read_text().replace(
+        "Error count: 0 of 12 total requests", "Error count: 11 of 12 total requests"
+    )
+    anchor = "Too Many Requests for url: http://127.0.0.1:8000/v1/chat/completions\n"
+    at = text.index(anchor) + len(anchor)
+    console.write_text(text[:at] + "upstream said: slot 7 of 4 busy\n" + text[at:])
+    analysis = analyze(incident_inputs(into))
+    disagree = [f for f in analysis.tester_figures if f["agree"] is False]
+    assert [(f["concurrency"], f["theirs"]["failed"], f["ours"]["failed"]) for f in disagree] == [
+        (4, 11, 0)
+    ]
+    account = next(a for a in analysis.inputs if a.path.endswith("client-stdout.log"))
+    assert account.unparsed == 1
+    assert [text for _, text in account.unparsed_examples] == ["upstream said: slot 7 of 4 busy"]
+    assert any(f["kind"] == "tester_figures_differ" for f in analysis.to_dict()["findings"])

@@ -482,7 +482,31 @@ def test_haproxy_documented_example_line(tmp_path):
     )
     assert (row["status_origin"], row["delivery"]) == ("upstream", "reached")
     assert (row["request_time_s"], row["upstream_time_s"]) == (0.109, 0.069)
+    assert row["attempts"] == 1  # retries 0
     assert result.table("proxy_events").is_empty()
+
+
+def test_haproxy_retries_and_redispatch_are_attempts(tmp_path):
+    """`…/3` (HAProxy 2.6.12 run here, s2's port closed: three connection retries, then 503)
+    is four attempts on s2; `+2` (configuration.txt §8.2.3) a redispatch after two, the
+    server logged the last one; `<NOSRV>` none. An earlier attempt's server is not logged."""
+    text = (
+        "<134>Dec  1 14:18:12 localhost haproxy[17325]: 127.0.0.1:33806 "
+        "[01/Dec/2026:14:18:09.211] fe be/s2 0/0/-1/-1/3005 503 217 - - SC-- 1/1/0/0/3 0/0 "
+        '"POST /v1/chat/completions HTTP/1.1"\n'
+        "<134>Dec  1 14:18:20 localhost haproxy[17325]: 127.0.0.1:33810 "
+        "[01/Dec/2026:14:18:19.100] fe be/s1 0/0/2003/640/2645 200 1426 - - ---- 1/1/0/0/+2 0/0 "
+        '"POST /v1/chat/completions HTTP/1.1"\n'
+        "<134>Dec  1 14:18:25 localhost haproxy[17325]: 127.0.0.1:33812 "
+        "[01/Dec/2026:14:18:25.000] fe be/<NOSRV> 0/-1/-1/-1/0 503 217 - - SC-- 1/1/0/0/0 0/0 "
+        '"POST /v1/chat/completions HTTP/1.1"\n'
+    )
+    _, result = parse(tmp_path, text, "haproxy.log")
+    rows = result.table("proxy_requests")
+    assert rows["attempts"].to_list() == [4, 3, 0]
+    assert rows["upstream"].to_list() == ["be/s2", "be/s1", "be"]
+    assert rows["also_reached"].to_list() == [None, None, None]
+    assert rows["delivery"].to_list() == ["refused", "reached", "refused"]
 
 
 def test_haproxy_termination_states_through_syslog():

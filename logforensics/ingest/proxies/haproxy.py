@@ -68,6 +68,12 @@ class HaproxyHttp(ProxyLineFormat):
     it (`status_origin` = proxy). Events: ``sH``/``sC``/``sD`` timeout,
     ``SC`` refused, ``SH``/``SD`` upstream closed, ``sQ`` queue timeout,
     ``<NOSRV>`` 503 no live upstream, ``P?`` rejected by the proxy.
+
+    `attempts` is the retries count plus one (§8.2.3: connection retries; a
+    ``+`` before it means the session was redispatched and the logged server
+    is the last one, not the first), 0 for ``<NOSRV>``. Which server an
+    earlier attempt went to, and whether it got there (a ``retry-on`` of a
+    layer-7 error did), the line does not say: `also_reached` stays null.
     """
 
     name = "haproxy_http"
@@ -135,6 +141,10 @@ class HaproxyHttp(ProxyLineFormat):
             .alias("delivery"),
             (ta / 1000).alias("request_time_s"),
             pl.when(tr >= 0).then(tr / 1000).alias("upstream_time_s"),
+            pl.when(nosrv)
+            .then(0)
+            .otherwise(pl.col("retries").str.strip_prefix("+").cast(pl.Int64, strict=False) + 1)
+            .alias("attempts"),
             pl.col("request").str.extract(r"^([A-Z]+) ", 1).alias("method"),
             pl.col("request").str.extract(r"^[A-Z]+ (\S+)", 1).alias("path"),
         ).with_columns(

@@ -22,6 +22,11 @@ import polars as pl
 
 from logforensics.ingest import register_file_format
 from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, Sample, SourceFile
+from logforensics.ingest.pylogs import CHAIN_TEXT, EXCEPTION_RE, FRAME_RE
+
+# A Python traceback a tester prints for a failed request: its own lines, each by shape
+# (the source line under a frame is indented 4, Python 3.11's carets under it).
+TRACEBACK_RE = rf"{CHAIN_TEXT}|{FRAME_RE}|^    \S|^\s*[~^]+\s*$|{EXCEPTION_RE}"
 
 ISO = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})"
 LINES = {
@@ -128,3 +133,21 @@ class TesterConsole(FileFormat):
             "counts; its requests are counted from the record file of the same run, not here"
         )
         return result
+
+
+def within(opens: pl.Expr, closes: pl.Expr) -> pl.Expr:
+    """Per line: inside a block that a line matching `opens` began and no line matching
+    `closes` has ended yet (an opening line is inside; a closing one is not)."""
+    mark = pl.when(opens).then(True).when(closes).then(False)
+    return mark.forward_fill().fill_null(False)
+
+
+def console_figures(
+    result: ParseResult, frame: pl.DataFrame, known: pl.Expr, figure: pl.Expr
+) -> None:
+    """Account a console's lines: those `figure` marks gave the tester's figures (parsed), the
+    rest of the `known` or blank ones are chatter (noise), any other is unparsed and shown."""
+    understood = known | figure | (pl.col("text").str.strip_chars() == "")
+    result.parsed = frame.filter(figure).height
+    result.noise = frame.filter(understood).height - result.parsed
+    result.set_unparsed(frame.filter(~understood))

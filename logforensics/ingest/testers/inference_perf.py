@@ -38,6 +38,7 @@ import polars as pl
 from logforensics import model
 from logforensics.ingest import register_file_format
 from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, Sample, SourceFile
+from logforensics.ingest.testers.console import TRACEBACK_RE, console_figures, within
 from logforensics.ingest.toolkit import (
     EPOCH_MIN_S,
     finish_requests,
@@ -256,5 +257,101 @@ class InferencePerfSummary(FileFormat):
         result.notes.append(
             "the tester's own figures; its requests are counted from "
             "per_request_lifecycle_metrics.json, not here"
+        )
+        return result
+
+
+# inference-perf's console (0.7.0, recordings/vrouter-compute): logging lines
+# "%(asctime)s - %(name)s - %(levelname)s - %(message)s", its configuration dumped as YAML
+# after "Benchmarking with the following config:", a traceback per timed-out request, each
+# report printed between "=== START_X ===" and "=== END_X ===", then rich tables (box
+# drawing, titles and captions padded to the console's width) of which "Request Error
+# Summary" gives each stage's successes and errors by kind.
+LOGGING_RE = (
+    r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3} - [\w.]+ - "
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
+)
+CONSOLE_LINES = {
+    "logging": LOGGING_RE,
+    "traceback": TRACEBACK_RE,
+    "report_marker": r"^=== (?:START|END)_\w+ ===$",
+    "rich_table": r"^[┏┃┡│└]",
+    "rich_title": r"^ +\S(?:.*\S)? +$",  # centred or wrapped in the console's width
+    "rich_progress": r"^[\w ]+ [━╸╺ ]+ \d+% \d+/\d+ ",  # "Overall Progress ━━━ 100% 3/3 …"
+    "library_notice": r"^\[transformers\] ",
+}
+ERRORS_HEADER_RE = r"^┃ Stage ┃ Successes ┃"
+ERRORS_ROW_RE = r"^│ *(?P<stage>\d+) *│ *(?P<ok>\d+) *│(?P<errors>.*)│$"
+STAGE_LEVEL_RE = r"^\s*(?:- )?concurrency_level: (\d+)\s*$"
+
+
+@register_file_format
+class InferencePerfConsole(FileFormat):
+    """inference-perf's console: its "Request Error Summary" table (a stage's successes and
+    its errors by kind) as the tester's own figures, at the concurrency of that stage in the
+    configuration it printed; its requests are counted from its per-request report."""
+
+    name = "inference_perf_console"
+    role = "client"
+    priority = 43
+    samples = (
+        Sample(
+            "recordings/vrouter-compute client-stdout.log (inference-perf 0.7.0, concurrent "
+            "stages 4, 8, 16, 40 s timeout), excerpt: its configuration, a timed-out request's "
+            "traceback, pieces of its printed reports and every table",
+            file="inference_perf_console.log",
+        ),
+    )
+
+    def sniff(self, head: list[str]) -> bool:
+        rx = re.compile(LOGGING_RE)
+        return any(rx.search(line) and " - inference_perf." in line for line in head)
+
+    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
+        lines = source.lines
+        text = pl.col("text")
+        logged = text.str.contains(LOGGING_RE)
+        config = within(
+            text.str.contains(LOGGING_RE + r"Benchmarking with the following config"), logged
+        )
+        report = within(text.str.contains(r"^=== START_\w+ ===$"), text.str.contains(r"^=== END_"))
+        known = pl.any_horizontal(text.str.contains(rx) for rx in CONSOLE_LINES.values())
+        errors_table = within(text.str.contains(ERRORS_HEADER_RE), text.str.starts_with("└"))
+        frame = lines.with_columns(
+            (known | config | report).alias("known"),
+            config.alias("_config"),
+            pl.when(errors_table).then(text.str.extract_groups(ERRORS_ROW_RE)).alias("_r"),
+        ).unnest("_r")
+        levels = (
+            frame.filter(pl.col("_config"))
+            .select(text.str.extract(STAGE_LEVEL_RE, 1).cast(pl.Int64).drop_nulls())
+            .to_series()
+            .to_list()
+        )
+        rows = frame.filter(pl.col("stage").is_not_null()).with_columns(
+            pl.col("errors")
+            .str.split("│")
+            .list.eval(pl.element().str.strip_chars().cast(pl.Int64, strict=False))
+            .alias("_counts")
+        )
+        result = ParseResult(lines=lines.height, formats=[self.name])
+        for row in rows.iter_rows(named=True):
+            stage, ok, counts = int(row["stage"]), int(row["ok"]), row["_counts"]
+            failed = None if None in counts else sum(counts)
+            result.tester_summaries.append(
+                {
+                    "tester": "inference-perf (console)",
+                    "step": stage + 1,
+                    "concurrency": levels[stage] if stage < len(levels) else None,
+                    "sent": None if failed is None else ok + failed,
+                    "ok": ok,
+                    "failed": failed,
+                    "line": row["line_no"],
+                }
+            )
+        console_figures(result, frame, pl.col("known"), pl.col("stage").is_not_null())
+        result.notes.append(
+            "inference-perf's console: each stage's own successes and errors are kept beside "
+            "the tool's; its requests are counted from per_request_lifecycle_metrics.json"
         )
         return result

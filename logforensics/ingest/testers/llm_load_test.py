@@ -23,6 +23,7 @@ import polars as pl
 from logforensics import model
 from logforensics.ingest import register_file_format
 from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, Sample, SourceFile
+from logforensics.ingest.testers.console import TRACEBACK_RE, console_figures, within
 from logforensics.ingest.toolkit import (
     finish_requests,
     first_column,
@@ -125,4 +126,84 @@ class LlmLoadTest(FileFormat):
             )
         frame = place_on_clock(frame, ctx, result.notes, clock="epoch seconds (time.time())")
         finish_requests(result, frame, source.display)
+        return result
+
+
+# llm-load-test's console (@ b27aad18, recordings/traefik-refuse): its logging lines
+# "%(asctime)s %(levelname)-8s %(name)s %(processName)s %(message)s", a traceback per failed
+# request, and after each run the results printed by pandas (between "Length of results: N"
+# and "---"), then its summary: "Error count: E of N total requests", the described means
+# ("tt_ack   159.29", "dtype: float64") and two throughput lines.
+LOGGING_RE = (
+    r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3} (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) +\S+ +\S+ "
+)
+CONSOLE_LINES = {
+    "logging": LOGGING_RE,
+    "traceback": TRACEBACK_RE,
+    "summary": r"^---$|^Full results in .+\. Results summary:$|^dtype: \w+$"
+    r"|^\w+ +(?:-?\d+(?:\.\d+)?(?:e[+-]?\d+)?|NaN)$"
+    r"|^Total (?:true )?throughput across all users",
+}
+LEVEL_RE = r"load_options config: \{.*'concurrency': (?P<level>\d+)"
+ERROR_COUNT_RE = r"^Error count: (?P<failed>\d+) of (?P<sent>\d+) total requests$"
+
+
+@register_file_format
+class LlmLoadTestConsole(FileFormat):
+    """llm-load-test's console: each run's own "Error count: E of N total requests" at the
+    concurrency its ``load_options`` line names, kept beside the tool's counts (its requests
+    are counted from the run's ``output-NNN.json``); the rest is understood chatter."""
+
+    name = "llm_load_test_console"
+    role = "client"
+    priority = 42
+    samples = (
+        Sample(
+            "recordings/traefik-refuse client-stdout.log (llm-load-test @ b27aad18, three runs "
+            "at 2, 4, 6 users behind Traefik's inFlightReq 4), excerpt: run 1 whole, run 3's "
+            "first 429 tracebacks, its results table cut in the middle, and its summary",
+            file="llm_load_test_console.log",
+        ),
+    )
+
+    def sniff(self, head: list[str]) -> bool:
+        rx = re.compile(
+            LOGGING_RE + r"(?:dataset config: |load_options config: |Initializing dataset )"
+        )
+        return sum(bool(rx.search(line)) for line in head) >= 2
+
+    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
+        lines = source.lines
+        text = pl.col("text")
+        # pandas' table has no shape of its own: it runs to "---", or to the next logged line
+        results_table = within(
+            text.str.contains(LOGGING_RE + r"Length of results: \d+$"),
+            (text == "---") | text.str.contains(LOGGING_RE),
+        )
+        known = pl.any_horizontal(text.str.contains(rx) for rx in CONSOLE_LINES.values())
+        frame = lines.with_columns(
+            (known | results_table).alias("known"),
+            # each run's concurrency holds until the next run's load_options line
+            text.str.extract(LEVEL_RE, 1).cast(pl.Int64).forward_fill().alias("level"),
+            text.str.extract_groups(ERROR_COUNT_RE).alias("_e"),
+        ).unnest("_e")
+        result = ParseResult(lines=lines.height, formats=[self.name])
+        counts = frame.filter(pl.col("sent").is_not_null())
+        for row in counts.iter_rows(named=True):
+            sent, failed = int(row["sent"]), int(row["failed"])
+            result.tester_summaries.append(
+                {
+                    "tester": "llm-load-test (console)",
+                    "concurrency": row["level"],
+                    "sent": sent,
+                    "ok": sent - failed,
+                    "failed": failed,
+                    "line": row["line_no"],
+                }
+            )
+        console_figures(result, frame, pl.col("known"), pl.col("sent").is_not_null())
+        result.notes.append(
+            "llm-load-test's console: each run's own error count is kept beside the tool's; "
+            "its requests are counted from the run's output-NNN.json, not here"
+        )
         return result
