@@ -26,11 +26,8 @@ from tests.corpus import default_logging, shift_client, time_local_only, variant
 SKEWS_S = (-90.0, -47.0, -12.3, -3.6, -1.2, -0.4, 0.0, 0.7, 2.7, 3.4, 4.2, 8.9, 31.0, 58.5, 90.0)
 ZONE_ERRORS_S = (9 * 3600 + 3.2, -5 * 3600 - 0.7, 3600 + 2.5, -2 * 3600 + 47.0)
 # vLLM's default logging; nginx's `$time_local` alone (the lab also logged `$msec`)
-PRODUCTION = {
-    "instance-1.log": default_logging,
-    "instance-2.log": default_logging,
-    "nginx-access.log": time_local_only,
-}
+VLLM_DEFAULT = {"instance-1.log": default_logging, "instance-2.log": default_logging}
+PRODUCTION = {**VLLM_DEFAULT, "nginx-access.log": time_local_only}
 
 
 def clocks_under_skew(folder, skews):
@@ -72,11 +69,7 @@ def test_a_skewed_client_behind_a_proxy_is_placed_within_half_a_second(tmp_path,
 def test_nginx_msec_pins_a_skewed_client_to_a_tenth_of_a_second(tmp_path, incident):
     """The same recordings with the `$msec` the lab's nginx logged: millisecond stamps of each
     request's end pin every skew to the client's own timing jitter, not the second."""
-    folder = variant(
-        incident,
-        tmp_path / incident,
-        rewrite={k: PRODUCTION[k] for k in PRODUCTION if "instance" in k},
-    )
+    folder = variant(incident, tmp_path / incident, rewrite=VLLM_DEFAULT)
     for skew, (fit, _) in clocks_under_skew(folder, SKEWS_S + ZONE_ERRORS_S):
         assert fit.method == "estimated" and not fit.ambiguous, (skew, fit)
         assert holds(fit, skew), (skew, fit)

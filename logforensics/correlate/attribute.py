@@ -441,6 +441,11 @@ def attribute_on_both_clocks(
     return agreed_by_both(first, attribute(client, server, rival, records))
 
 
+def clock_disputed(frame: pl.DataFrame) -> pl.Expr:
+    """`clock_disputed` (see `agreed_by_both`), False for rows built without it (by hand)."""
+    return pl.col("clock_disputed") if "clock_disputed" in frame.columns else pl.lit(False)
+
+
 CLOCK_DISPUTE_COLUMNS = ("instance", "match_key", "server_source", "engine_sources", "arrived_at")
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import polars as pl
 
 from logforensics import model
+from logforensics.correlate.attribute import clock_disputed
 from logforensics.correlate.records import MATCH_TOLERANCE_S
 
 WITNESS_OF_MATCH = {
@@ -69,9 +70,8 @@ def decide_reach(
         pl.col("unclaimed_arrival") if "unclaimed_arrival" in requests.columns else pl.lit(False)
     )
     # the two clocks an ambiguous fit leaves place it at two instances (or one and none)
-    disputed, at_either = pl.lit(False), pl.lit(False)
+    disputed, at_either = clock_disputed(requests), pl.lit(False)
     if "clock_disputed" in requests.columns:
-        disputed = pl.col("clock_disputed")
         both = (
             pl.col("instance_at_offset").is_not_null() & pl.col("instance_at_rival").is_not_null()
         )
@@ -241,7 +241,7 @@ def unaccounted_successes(requests: pl.DataFrame) -> int:
         (
             timed
             & pl.col("instance").is_null()
-            & ~(pl.col("clock_disputed") if "clock_disputed" in requests.columns else pl.lit(False))
+            & ~clock_disputed(requests)
             & (pl.col("proxy_delivery").fill_null("") != "reached")
             & pl.col("_covered")
         )

@@ -28,6 +28,7 @@ import polars as pl
 
 from logforensics import model
 from logforensics.analysis import Analysis
+from logforensics.correlate.attribute import clock_disputed
 
 SOURCE_COLUMNS = ("client_source", "proxy_source", "instance_source")
 SOURCE_LIST_COLUMNS = ("proxy_error_sources", "engine_sources")
@@ -169,15 +170,15 @@ def build_ledger(analysis: Analysis, which: pl.Expr | None = None) -> pl.DataFra
     )
     # an ambiguous clock's two offsets placed it at different instances: both, best's first
     clock_candidates = (
-        pl.when(pl.col("clock_disputed")).then(
+        pl.when(clock_disputed(joined))
+        .then(
             pl.concat_str(
                 *(pl.col(c).cast(pl.Utf8).fill_null("none") for c in DISPUTED_BY),
                 separator=" or ",
             )
         )
-        if "clock_disputed" in joined.columns
-        else pl.lit(None, dtype=pl.Utf8)
-    ).alias("clock_candidates")
+        .alias("clock_candidates")
+    )
     return joined.select(
         pl.col("run").cast(pl.Utf8),
         "step",

@@ -570,7 +570,7 @@ def _json_field(names: tuple[str, ...]) -> pl.Expr:
 class NginxJson(ProxyLineFormat):
     """nginx access lines written with ``log_format NAME escape=json '{…}'``: the same
     variables as the text layouts, read by key (`JSON_KEYS`), with the same semantics.
-    `at` is ``$time_local`` / ``$time_iso8601`` / ``$msec``: the end of the request."""
+    `at` is ``$msec`` / ``$time_local`` / ``$time_iso8601``: the end of the request."""
 
     name = "nginx_json"
     priority = 29
@@ -630,7 +630,6 @@ class NginxJson(ProxyLineFormat):
             pl.coalesce(
                 timeparse.clf_to_utc(pl.col("time")),
                 timeparse.iso_to_utc(pl.col("iso")),
-                timeparse.epoch_to_utc(pl.col("msec").cast(pl.Float64, strict=False)),
                 pl.col("at"),
             ).alias("at"),
             pl.col("client").fill_null("-"),  # the rows builder needs one (a layout's match)
