@@ -22,8 +22,8 @@ from logforensics.correlate.records import MATCH_TOLERANCE_S, inference_records
 from logforensics.diagnose import Finding, Thresholds, Verdict, diagnose
 from logforensics.ingest import InputError, ParseContext, SourceFile, prometheus_api
 from logforensics.ingest.inputs import InputFile, Inputs, combine, expand, load
+from logforensics.model import Capacity, OverallBalance, Step
 
-JSON_FORMAT_VERSION = 9  # the changelog: README.md, "JSON output"
 CAPPED_MIN_STEPS = 3  # an instance's count fixed across this many steps...
 CAPPED_MIN_COUNT = 3  # ...at this many requests or more is a cap, not chance
 
@@ -71,7 +71,7 @@ class Analysis:
     verdict: Verdict
     requests: pl.DataFrame  # client_requests + attribution columns
     tables: dict[str, pl.DataFrame]
-    runs: list[dict]
+    runs: list[Step]
     instances: list[str]
     clock: clock.ClockFit
     findings: list[Finding]
@@ -83,6 +83,8 @@ class Analysis:
     proxy_clock: clock.ClockFit | None
     unmatched_server_records: int
     generated_at: dt.datetime
+    capacity: Capacity
+    balance: OverallBalance
     # the tester's own figures per step beside the logs' (steps.tester_figures)
     tester_figures: list[dict] = field(default_factory=list)
     # under --redact, what the report applies to log text it reads later (cited lines)
@@ -112,12 +114,35 @@ class Analysis:
         }
 
     def instance_shares(self) -> list[dict]:
+        """Each instance's requests and share, and the most its engine held at once (what a
+        comparison of two runs shows beside the share: the new instance idle, the KV full)."""
         counts = dict(self.measured.group_by("reached_instance").len().drop_nulls().iter_rows())
         served = sum(counts.values())
+        peaks = {
+            row[0]: row[1:]
+            for row in self.tables["engine_stats"]
+            .group_by(pl.col("instance").cast(pl.Utf8))
+            .agg(
+                pl.col("running").max(),
+                pl.col("waiting").max(),
+                pl.coalesce("gpu_kv_pct", "cpu_kv_pct").max(),
+            )
+            .iter_rows()
+        }
         out = []
         for name in self.instances:
             n = counts.get(name, 0)
-            out.append({"name": name, "requests": n, "share": (n / served) if served else None})
+            running, waiting, kv = peaks.get(name, (None, None, None))
+            out.append(
+                {
+                    "name": name,
+                    "requests": n,
+                    "share": (n / served) if served else None,
+                    "peak_running": running,
+                    "peak_waiting": waiting,
+                    "peak_kv_pct": kv,
+                }
+            )
         return out
 
     def proxy_summary(self) -> dict | None:
@@ -145,87 +170,6 @@ class Analysis:
                 "basis": clock.basis,
             },
         }
-
-    def to_dict(self) -> dict:
-        """The JSON contract (README: "JSON output"); bump JSON_FORMAT_VERSION on shape changes."""
-        return {
-            "format_version": JSON_FORMAT_VERSION,
-            "generated_at": _iso(self.generated_at),
-            "verdict": self.verdict.to_dict(),
-            "totals": self.totals(),
-            "instances": self.instance_shares(),
-            "runs": [_jsonable(run) for run in self.runs],
-            "capacity": steps.capacity(self.runs),
-            "balance": balance.overall_balance(self.runs, self.instances),
-            "findings": [f.to_dict() for f in self.findings],
-            "inputs": [_input_dict(f) for f in self.inputs],
-            "tester_figures": self.tester_figures,
-            "errors": self.errors,
-            "clock": {
-                "offset_s": self.clock.offset_s,
-                "method": self.clock.method,
-                "matched": self.clock.matched,
-                "considered": self.clock.considered,
-                "fit": self.clock.fit,
-                "residual_s": self.clock.residual_s,
-                "zone_hint": self.clock.zone_hint,
-                "paired": self.clock.paired,
-                "ambiguous": self.clock.ambiguous,
-                "interval": None if self.clock.interval is None else list(self.clock.interval),
-                "basis": self.clock.basis,
-                "second": None
-                if self.clock.second_offset_s is None
-                else {
-                    "offset_s": self.clock.second_offset_s,
-                    "paired": self.clock.second_paired,
-                },
-                "instances": {
-                    name: {
-                        "offset_s": fit.offset_s,
-                        "method": fit.method,
-                        "matched": fit.matched,
-                        "considered": fit.considered,
-                        "moved_s": fit.moved_s,
-                    }
-                    for name, fit in self.instance_clocks.items()
-                },
-            },
-            "coverage": {k: [_iso(a), _iso(b)] for k, (a, b) in self.coverage.items()},
-            "proxy": self.proxy_summary(),
-            "unmatched_server_records": self.unmatched_server_records,
-        }
-
-
-def _iso(value):
-    return value.isoformat().replace("+00:00", "Z") if isinstance(value, dt.datetime) else value
-
-
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    return _iso(obj)
-
-
-def _input_dict(f: InputFile) -> dict:
-    return {
-        "path": f.path,
-        "format": f.format,
-        "formats": f.formats,
-        "role": f.role,
-        "instance": f.instance,
-        "lines": f.lines,
-        "parsed": f.parsed,
-        "noise": f.noise,
-        "unparsed": f.unparsed,
-        "records": f.records,
-        "span": [_iso(f.span[0]), _iso(f.span[1])] if f.span else None,
-        "unparsed_examples": [{"line": n, "text": t} for n, t in f.unparsed_examples],
-        "unparsed_shapes": f.unparsed_shapes,
-        "notes": f.notes,
-        "skipped": f.skipped,
-    }
 
 
 YEAR_RES = (
@@ -416,6 +360,8 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         proxy_clock=proxy_clock,
         unmatched_server_records=unmatched,
         generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
+        capacity=steps.capacity(step_runs),
+        balance=balance.overall_balance(step_runs, instances),
         tester_figures=figures,
     )
 
@@ -445,54 +391,54 @@ def _tester_disagreements(figures: list[dict]) -> list[Finding]:
 
 def _findings(step_runs, instances, clock, inputs, requests, unmatched) -> list[Finding]:
     out = []
-    measured = [r for r in step_runs if not r["warmup"]]
+    measured = [r for r in step_runs if not r.warmup]
     for run in step_runs:
-        if run["warmup"]:
+        if run.warmup:
             out.append(
                 Finding(
                     "warmup",
-                    f"{run['sent']} warm-up request(s) recognised and left out of the step statistics",
+                    f"{run.sent} warm-up request(s) recognised and left out of the step statistics",
                     "info",
                 )
             )
     for run in measured:
-        b = run["balance"]
-        if b["verdict"] not in ("even", "n/a"):
-            counts = ":".join(str(run["routed"][n]) for n in instances)
-            p = f"{b['p_even']:.2f}" if b["p_even"] is not None else "n/a"
+        b = run.balance
+        if b.verdict not in ("even", "n/a"):
+            counts = ":".join(str(run.routed[n]) for n in instances)
+            p = f"{b.p_even:.2f}" if b.p_even is not None else "n/a"
             out.append(
                 Finding(
                     "lb_skew",
-                    f"step {run['index']} ({run['sent']} sent): split {counts} across {', '.join(instances)}; {b['verdict']} (chi-square p = {p} against an even split)",
+                    f"step {run.index} ({run.sent} sent): split {counts} across {', '.join(instances)}; {b.verdict} (chi-square p = {p} against an even split)",
                 )
             )
-        rest, timeout = run.get("rest_before_s"), run.get("timeout_s")
+        rest, timeout = run.rest_before_s, run.timeout_s
         if rest is not None and timeout is not None and rest < timeout:
             out.append(
                 Finding(
                     "short_rest",
-                    f"step {run['index']} began {rest:.1f} s after the previous step, less than the "
+                    f"step {run.index} began {rest:.1f} s after the previous step, less than the "
                     f"client timeout ({timeout:.0f} s): a straggler of the previous step could overlap it",
                 )
             )
-        if run["contaminated"]:
-            busy = run["busy_at_start"]
+        if run.contaminated:
+            busy = run.busy_at_start
             why = (
-                f"{run['overlap_s']:.1f} s overlap"
-                if run["overlap_s"] is not None
-                else f"{busy['instance']} still had {busy['running']} running and "
-                f"{busy['waiting']} waiting before any of its requests arrived"
+                f"{run.overlap_s:.1f} s overlap"
+                if run.overlap_s is not None
+                else f"{busy.instance} still had {busy.running} running and "
+                f"{busy.waiting} waiting before any of its requests arrived"
             )
             out.append(
                 Finding(
                     "contaminated_step",
-                    f"step {run['index']} started while earlier requests were still pending ({why}): its numbers mix two loads; rest longer than the client timeout between steps",
+                    f"step {run.index} started while earlier requests were still pending ({why}): its numbers mix two loads; rest longer than the client timeout between steps",
                 )
             )
     if len(measured) >= CAPPED_MIN_STEPS and len(instances) >= 2:
         for name in instances:
-            counts = [r["per_instance"][name] for r in measured]
-            served = [sum(r["per_instance"].values()) for r in measured]
+            counts = [r.per_instance[name] for r in measured]
+            served = [sum(r.per_instance.values()) for r in measured]
             if (
                 len(set(counts)) == 1
                 and counts[0] >= CAPPED_MIN_COUNT

@@ -282,6 +282,7 @@ def analyze_command(
     if bool(paths) == bool(tables_dirs):
         raise click.UsageError("give PATHS or --tables DIR (one or the other)")
     from logforensics.report import build_report, render_html, render_json, render_markdown
+    from logforensics.report.jsonout import contract
     from logforensics.report.ledger import build_ledger, write_ledger
 
     options = Options(
@@ -344,15 +345,147 @@ def analyze_command(
     click.echo(
         f"verdict: {v.bottleneck.value} (confidence {v.confidence:.2f}) — "
         f"{t['sent']} sent, {t['succeeded']} ok, {t['failed']} failed, {t['unreached']} never reached an instance",
-        err=str(json_out) == "-",
+        err=_to_stdout(html_out, json_out, md_out),
     )
     if analysis.errors:  # unreliable inputs outrank a gate's result
         sys.exit(EXIT_BAD_INPUT)
-    contract = report.contract if report else analysis.to_dict()
-    held = evaluate(fail_on, contract) if fail_on else []
+    if fail_on and report is None:
+        report = build_report(analysis, ledger, str(ledger_out) if ledger_out else None)
+    held = evaluate(fail_on, contract(report.summary)) if fail_on else []
     for condition in held:
         click.echo(f"logforensics: fail-on: {condition}", err=True)
     sys.exit(EXIT_GATE if held else EXIT_OK)
+
+
+def _gates(values: tuple[str, ...]) -> list[str]:
+    from logforensics.compare import parse_gate
+
+    try:
+        for v in values:
+            parse_gate(v)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    return list(values)
+
+
+@cli.command("compare")
+@click.argument("runs", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--baseline",
+    "baselines",
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="A run of the baseline configuration; repeat for repetitions of it.",
+)
+@click.option(
+    "--candidate",
+    "candidates",
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="A run of the changed configuration; repeat for repetitions of it.",
+)
+@click.option(
+    "--change",
+    metavar="TEXT",
+    help="What was changed, as the conclusion names it (e.g. 'the second instance').",
+)
+@click.option("-o", "--html", "html_out", type=click.Path(path_type=Path), help="Write HTML here.")
+@click.option(
+    "--json", "json_out", type=click.Path(path_type=Path), help="Write JSON here ('-': stdout)."
+)
+@click.option("--md", "md_out", type=click.Path(path_type=Path), help="Write Markdown here.")
+@click.option(
+    "--margin",
+    type=float,
+    default=0.05,
+    show_default=True,
+    help="With repetitions: the success rate the candidate may lose and still be non-inferior.",
+)
+@click.option(
+    "--fail-on",
+    "fail_on",
+    multiple=True,
+    metavar="CONDITION",
+    callback=lambda ctx, param, values: _gates(values),
+    help="Exit 3 when it holds: regressed, bottleneck_changed, 'success_drop>5%', 'p95_ratio>1.2'.",
+)
+@reading_options
+@threshold_options
+def compare_command(
+    runs, baselines, candidates, change, html_out, json_out, md_out, margin, fail_on,
+    year, server_tz, client_tz, started_at, scraped_at, **thresholds,
+) -> None:  # fmt: skip
+    """Did the change help? Compare a BASELINE run with a CANDIDATE run.
+
+    Each run is a folder or file of evidence (analysed as `analyze` would), a `--tables`
+    dataset, or a JSON report this tool wrote. Give two runs, or --baseline and --candidate
+    (each repeatable) for repetitions of each configuration.
+    """
+    from logforensics.compare import RENDERERS, build, held, read_run
+    from logforensics.report import build_report
+    from logforensics.report.jsonout import ReportVersionError
+
+    if runs and (baselines or candidates):
+        raise click.UsageError("give two RUNS, or --baseline and --candidate, not both")
+    if runs:
+        if len(runs) != 2:
+            raise click.UsageError(
+                "give two runs (BASELINE CANDIDATE); for repetitions use --baseline/--candidate"
+            )
+        baselines, candidates = (runs[0],), (runs[1],)
+    if not baselines or not candidates:
+        raise click.UsageError("give at least one --baseline and one --candidate run")
+
+    def analyse(path: Path, dataset: bool):
+        options = Options(
+            year=year,
+            server_tz=server_tz,
+            client_tz=client_tz,
+            client_anchor=started_at,
+            scraped_at=scraped_at,
+            thresholds=Thresholds(**thresholds),
+            tables=[path] if dataset else [],
+        )
+        return build_report(analyze([] if dataset else [path], options)).summary
+
+    read, failed = {}, []
+    for path in dict.fromkeys([*baselines, *candidates]):
+        try:
+            read[path] = read_run(path, analyse)
+        except (InputError, TablesError, ReportVersionError) as exc:
+            failed.append(f"{path}: {exc}" if str(path) not in str(exc) else str(exc))
+    for message in failed:  # every unreadable run named, not only the first
+        click.echo(f"logforensics: error: {message}", err=True)
+    if failed:
+        sys.exit(EXIT_BAD_INPUT)
+    comparison = build(
+        [read[p] for p in baselines],
+        [read[p] for p in candidates],
+        change,
+        margin,
+        Thresholds(**thresholds),
+    )
+    for out, kind in ((html_out, "html"), (json_out, "json"), (md_out, "md")):
+        if out is None:
+            continue
+        text = RENDERERS[kind](comparison)
+        if str(out) == "-":
+            click.echo(text, nl=False)
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {out}", err=True)
+    for sentence in comparison.conclusion:
+        click.echo(sentence, err=_to_stdout(html_out, json_out, md_out))
+    holding = held(fail_on, comparison)
+    for condition in holding:
+        click.echo(f"logforensics: fail-on: {condition}", err=True)
+    sys.exit(EXIT_GATE if holding else EXIT_OK)
+
+
+def _to_stdout(*outputs) -> bool:
+    """An output written to stdout (`-`): the one-line summary goes to stderr, not into it."""
+    return any(str(out) == "-" for out in outputs if out is not None)
 
 
 @cli.command("ingest")

@@ -1,4 +1,4 @@
-"""CI gates: `--fail-on CONDITION`, evaluated on the JSON contract (`Analysis.to_dict()`).
+"""CI gates: `--fail-on CONDITION`, evaluated on the JSON report (`report.jsonout.contract`).
 
 A condition is ``METRIC OP VALUE``, e.g. ``unreached>0``, ``failed>=1``,
 ``success<0.99`` (or ``success<99%``), ``p95>5s`` (or ``p95>500ms``),

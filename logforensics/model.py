@@ -10,8 +10,12 @@ over a gigabyte of the canonical tables.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import enum
 import threading
+import types
+import typing
 
 import polars as pl
 
@@ -284,3 +288,162 @@ class Bottleneck(str, enum.Enum):
     INSTANCE_FAILURE = "instance_failure"
     NONE = "none"
     INCONCLUSIVE = "inconclusive"
+
+
+# ------------------------------------------------------------------ records
+# What the stages after the tables hand on: frozen records, not dicts. Each is written
+# to the JSON report field by field, in declaration order (`as_json`), and read back
+# from it (`from_json`), so a report read from a file is the report analyze built.
+
+
+def as_json(value):
+    """A record (or a list/dict of them) as JSON values: times as ISO 8601 with Z; a field
+    marked `omit_empty` is left out while it is empty."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: as_json(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if getattr(value, f.name) or not f.metadata.get("omit_empty")
+        }
+    if isinstance(value, dict):
+        return {k: as_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [as_json(v) for v in value]
+    if isinstance(value, dt.datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+def from_json(kind, value):
+    """`value` (parsed JSON) as `kind`: a record type, a list/dict of one, a time, a plain value.
+
+    A record's fields are read by their declared types; a field the JSON lacks takes
+    its default (a report written before the field existed), one it has in excess is
+    ignored (a report written after, read for what this version knows)."""
+    if value is None:
+        return None
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        kinds = [a for a in args if a is not type(None)]
+        return from_json(kinds[0], value) if len(kinds) == 1 else value
+    if origin is list:
+        return [from_json(args[0], v) for v in value] if args else list(value)
+    if origin is dict:
+        return {k: from_json(args[1], v) for k, v in value.items()} if args else dict(value)
+    if kind is dt.datetime:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return kind(value)
+    if dataclasses.is_dataclass(kind):
+        hints = typing.get_type_hints(kind)
+        known = {f.name for f in dataclasses.fields(kind)}
+        return kind(**{k: from_json(hints[k], v) for k, v in value.items() if k in known})
+    if kind is float and isinstance(value, int):
+        return float(value)
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Latency:
+    """Client latency of a step's requests, seconds (the mean over successes)."""
+
+    mean: float | None = None
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Balance:
+    """How evenly requests were spread, and whether the counts can tell (correlate.balance)."""
+
+    shares: dict[str, float]
+    max_min_ratio: float | None
+    p_even: float | None
+    verdict: str  # even | skewed | uneven, sample too small to prove skew | n/a
+
+
+@dataclasses.dataclass(frozen=True)
+class OverallBalance:
+    """The balancer's split over every measured step, with the counts behind it."""
+
+    counts: dict[str, int]
+    shares: dict[str, float]
+    max_min_ratio: float | None
+    p_even: float | None
+    verdict: str
+
+
+@dataclasses.dataclass(frozen=True)
+class BusyAtStart:
+    """The stats line that shows an engine still busy when a step began."""
+
+    instance: str
+    at: dt.datetime
+    running: int | None
+    waiting: int | None
+    source: str  # file:line
+
+
+@dataclasses.dataclass(frozen=True)
+class Failures:
+    """Where a step's failed requests died (correlate.reach.failed_at), and how the client
+    saw them end: what a comparison of two runs reads to say whether the bottleneck moved."""
+
+    proxy: int = 0  # the proxy refused them (it logged so)
+    before_instance: int = 0  # no instance received them
+    instance: int = 0  # they reached an instance
+    unknown: int = 0  # nothing decides
+    at_instance: dict[str, int] = dataclasses.field(default_factory=dict)  # of `instance`
+    outcomes: dict[str, int] = dataclasses.field(default_factory=dict)  # timeout, http_503, …
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One load step as measured (the warm-up too, marked), every count by its witness.
+
+    `per_instance` counts the step's requests that reached each instance, failed or
+    not (a request the proxy retried counts for each it reached), `served_by` the
+    successes each answered, `routed` the balancer's choice, `per_upstream` what the
+    proxy's log alone says it delivered, `per_instance_uncertain` how far time alone
+    may have a count off (correlate.steps.summarise)."""
+
+    index: int | None
+    run: str | None
+    warmup: bool
+    concurrency: int
+    started_at: dt.datetime | None
+    ended_at: dt.datetime | None
+    sent: int
+    succeeded: int
+    failed: int
+    unreached: int
+    unknown: int
+    reached_unseen: int
+    outcome_unknown: int
+    per_instance: dict[str, int]
+    per_instance_uncertain: dict[str, int]
+    served_by: dict[str, int]
+    retried: int
+    per_upstream: dict[str, int]
+    routed: dict[str, int]
+    contaminated: bool
+    overlap_s: float | None
+    busy_at_start: BusyAtStart | None
+    timeout_s: float | None
+    rest_before_s: float | None
+    latency_s: Latency
+    output_tokens_per_s: float | None
+    balance: Balance
+    failures: Failures = Failures()
+
+
+@dataclasses.dataclass(frozen=True)
+class Capacity:
+    """The seed's table read off: where the service stops coping as concurrency rises."""
+
+    max_concurrency_all_ok: int | None
+    failures_begin_at: int | None
+    throughput_plateau_at: int | None

@@ -8,6 +8,8 @@ import polars as pl
 import pytest
 
 from logforensics.ingest import ParseContext, SourceFile, detect
+from logforensics.report import build_report
+from logforensics.report.jsonout import contract
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -108,3 +110,26 @@ def real_line_logs() -> list[tuple[Path, str]]:
             if fmt is not None and fmt.name in ("server_log", "proxy_log"):
                 found.append((path, fmt.role))
     return found
+
+
+def report_json(analysis) -> dict:
+    """The JSON report of an analysis, as `analyze --json` writes it (parsed)."""
+    return contract(build_report(analysis).summary)
+
+
+def make_step(concurrency: int, sent: int = 0, succeeded: int | None = None, **fields):
+    """A measured step record built by hand (a report's `runs[]`), every field but those given
+    at a neutral value: what rule and comparison tests start from."""
+    from logforensics.model import Balance, Failures, Latency, Step
+
+    succeeded = sent if succeeded is None else succeeded
+    base = dict(
+        index=concurrency, run="client.jsonl", warmup=False, concurrency=concurrency,
+        started_at=None, ended_at=None, sent=sent, succeeded=succeeded,
+        failed=sent - succeeded, unreached=0, unknown=0, reached_unseen=0, outcome_unknown=0,
+        per_instance={}, per_instance_uncertain={}, served_by={}, retried=0, per_upstream={},
+        routed={}, contaminated=False, overlap_s=None, busy_at_start=None, timeout_s=None,
+        rest_before_s=None, latency_s=Latency(), output_tokens_per_s=None,
+        balance=Balance({}, None, None, "n/a"), failures=Failures(),
+    )  # fmt: skip
+    return Step(**{**base, **fields})

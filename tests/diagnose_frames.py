@@ -14,6 +14,8 @@ import polars as pl
 
 from logforensics import model
 from logforensics.diagnose import Thresholds, Verdict, diagnose
+from logforensics.model import Latency, Step
+from tests.conftest import make_step
 
 T0 = dt.datetime(2026, 3, 1, 10, 0, tzinfo=dt.timezone.utc)
 CORRELATION_COLUMNS = {
@@ -44,7 +46,7 @@ class Case:
     proxy_events: list[dict] = field(default_factory=list)
     server: list[dict] = field(default_factory=list)
     timings: list[dict] = field(default_factory=list)
-    runs: list[dict] = field(default_factory=list)
+    runs: list[Step] = field(default_factory=list)
     coverage: dict[str, tuple[float, float]] | None = None
     upstreams: dict[str, str] = field(default_factory=dict)
     _lines: dict[str, int] = field(default_factory=dict)
@@ -206,14 +208,9 @@ class Case:
         )
 
 
-def run(concurrency: int, p50: float, tokens_per_s: float | None) -> dict:
-    """A step summary with the fields the shared signals read."""
-    return {
-        "warmup": False,
-        "concurrency": concurrency,
-        "latency_s": {"p50": p50},
-        "output_tokens_per_s": tokens_per_s,
-    }
+def run(concurrency: int, p50: float, tokens_per_s: float | None) -> Step:
+    """A step with the fields the shared signals read."""
+    return make_step(concurrency, latency_s=Latency(p50=p50), output_tokens_per_s=tokens_per_s)
 
 
 def signals(verdict: Verdict) -> dict[str, str]:

@@ -13,13 +13,15 @@ from logforensics.analysis import analyze
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import generate  # noqa: E402
 
+from tests.conftest import report_json
+
 
 @pytest.fixture(scope="module")
 def busy(tmp_path_factory):
     scratch = tmp_path_factory.mktemp("bench")
     generate.generate(30_000, scratch, seed=7)
     bundle, truth = generate.bundle_paths(scratch, 30_000, 7)
-    return analyze([bundle]).to_dict(), json.loads(truth.read_text())
+    return report_json(analyze([bundle])), json.loads(truth.read_text())
 
 
 def test_totals_and_per_instance_counts_equal_the_truth(busy):

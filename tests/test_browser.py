@@ -25,7 +25,7 @@ import polars as pl
 import pytest
 
 from logforensics.analysis import analyze
-from logforensics.report import render_html
+from logforensics.report import build_report, render_html
 from logforensics.report.ledger import NOT_OK, build_ledger
 from tests.conftest import DATA, FIXTURES, ROOT, corpus_incidents, incident_inputs
 
@@ -277,7 +277,7 @@ def browser(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def report_url(tmp_path_factory) -> str:
-    html = render_html(analyze([FIXTURES / "seed-two-instances"]))
+    html = render_html(build_report(analyze([FIXTURES / "seed-two-instances"])))
     path = tmp_path_factory.mktemp("report") / "seed-two-instances.html"
     path.write_text(html, encoding="utf-8")
     return path.as_uri()
@@ -413,7 +413,7 @@ def _hop_chain_inputs() -> tuple[str, list[Path]]:
 @pytest.fixture(scope="module")
 def hop_report(tmp_path_factory) -> tuple[str, list[Path]]:
     name, inputs = _hop_chain_inputs()
-    html = render_html(analyze(inputs))
+    html = render_html(build_report(analyze(inputs)))
     path = tmp_path_factory.mktemp("hops") / f"{name}.html"
     path.write_text(html, encoding="utf-8")
     return path.as_uri(), inputs

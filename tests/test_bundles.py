@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from logforensics.analysis import analyze
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, report_json
 
 BUNDLES = sorted(p.name for p in FIXTURES.iterdir() if (p / "expected.json").exists())
 KEY_EVIDENCE = {
@@ -40,7 +40,7 @@ KEY_EVIDENCE = {
 
 @pytest.fixture(scope="module")
 def results():
-    return {name: analyze([FIXTURES / name]).to_dict() for name in BUNDLES}
+    return {name: report_json(analyze([FIXTURES / name])) for name in BUNDLES}
 
 
 def test_every_bundle_is_covered():
@@ -122,7 +122,7 @@ def test_removing_decisive_evidence_moves_toward_inconclusive(
     folder = tmp_path / name
     shutil.copytree(FIXTURES / name, folder)
     _strip(folder, pattern)
-    got = analyze([folder]).to_dict()
+    got = report_json(analyze([folder]))
     assert got["verdict"]["bottleneck"] in allowed
     assert got["verdict"]["confidence"] < results[name]["verdict"]["confidence"]
     if got["verdict"]["bottleneck"] == "inconclusive":
@@ -143,9 +143,9 @@ def test_proxy_maps_upstreams_by_timing_and_vouches_for_a_lost_log(results):
 def test_forced_upstream_mapping_names_the_lost_instance():
     from logforensics.analysis import Options
 
-    got = analyze(
-        [FIXTURES / "nginx-max-conns"], Options(upstreams={"10.0.1.12:8000": "gpu-b"})
-    ).to_dict()
+    got = report_json(
+        analyze([FIXTURES / "nginx-max-conns"], Options(upstreams={"10.0.1.12:8000": "gpu-b"}))
+    )
     assert got["proxy"]["upstreams"]["10.0.1.12:8000"] == {
         "instance": "gpu-b",
         "fit": None,

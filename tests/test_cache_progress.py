@@ -6,7 +6,7 @@ import shutil
 from logforensics import cache
 from logforensics.analysis import Options, analyze
 from logforensics.cli import Progress
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, report_json
 
 
 def without_time(d):
@@ -18,11 +18,11 @@ def test_cache_gives_the_same_analysis_and_notices_a_changed_file(tmp_path):
     folder = tmp_path / "b"
     shutil.copytree(FIXTURES / "seed-two-instances", folder)
     store = tmp_path / "cache"
-    first = without_time(analyze([folder], Options(cache_dir=store)).to_dict())
+    first = without_time(report_json(analyze([folder], Options(cache_dir=store))))
     entries = sorted(p.name for p in store.iterdir())
     # two logs, two client files; the skipped expected.json is not cached
     assert len(entries) == 4
-    again = without_time(analyze([folder], Options(cache_dir=store)).to_dict())
+    again = without_time(report_json(analyze([folder], Options(cache_dir=store))))
     assert again == first
     # a cached entry really is read: damage the source file's text but keep size and mtime
     log = folder / "instance-2.log"
@@ -32,20 +32,21 @@ def test_cache_gives_the_same_analysis_and_notices_a_changed_file(tmp_path):
     import os
 
     os.utime(log, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert without_time(analyze([folder], Options(cache_dir=store)).to_dict()) == first
+    assert without_time(report_json(analyze([folder], Options(cache_dir=store)))) == first
     # a changed mtime parses again
     os.utime(log, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
-    changed = analyze([folder], Options(cache_dir=store)).to_dict()
+    changed = report_json(analyze([folder], Options(cache_dir=store)))
     assert changed["totals"]["unknown"] > 0  # instance-2's POSTs are no longer inference calls
 
 
 def test_a_damaged_cache_entry_is_parsed_again(tmp_path):
     store = tmp_path / "cache"
-    first = without_time(analyze([FIXTURES / "healthy"], Options(cache_dir=store)).to_dict())
+    first = without_time(report_json(analyze([FIXTURES / "healthy"], Options(cache_dir=store))))
     for meta in store.rglob("file.json"):
         meta.write_text("{not json")
     assert (
-        without_time(analyze([FIXTURES / "healthy"], Options(cache_dir=store)).to_dict()) == first
+        without_time(report_json(analyze([FIXTURES / "healthy"], Options(cache_dir=store))))
+        == first
     )
     assert cache.load(store, "no-such-entry") is None
 

@@ -5,7 +5,7 @@ import json
 from click.testing import CliRunner
 
 from logforensics.cli import cli
-from tests.conftest import write
+from tests.conftest import report_json, write
 
 
 def run(*args):
@@ -173,7 +173,7 @@ def test_kubectl_prefix_gives_each_pod_its_own_coverage(tmp_path):
     from logforensics.analysis import analyze
     from tests.conftest import FIXTURES
 
-    got = analyze([FIXTURES / "healthy"]).to_dict()
+    got = report_json(analyze([FIXTURES / "healthy"]))
     assert set(got["coverage"]) == {"vllm-0", "vllm-1", "vllm-2"}
 
 

@@ -18,7 +18,7 @@ from logforensics.analysis import Options, analyze, fit_clocks, parse_context
 from logforensics.correlate import steps
 from logforensics.correlate.records import inference_records
 from logforensics.ingest.inputs import load
-from tests.conftest import corpus
+from tests.conftest import corpus, report_json
 from tests.corpus import default_logging, shift_client, time_local_only, variant
 
 # client clock minus the servers' (faketime's sense): uneven seconds both ways, and whole-hour
@@ -101,7 +101,7 @@ def test_the_report_states_the_interval_and_what_decided_it(tmp_path):
     folder = variant(
         "kv-tiny", tmp_path / "k", rewrite={**PRODUCTION, "client.jsonl": shift_client(3.4)}
     )
-    clock = analyze([folder]).to_dict()["clock"]
+    clock = report_json(analyze([folder]))["clock"]
     lo, hi = clock["interval"]
     assert lo <= -3.4 <= hi and hi - lo < 1.0
     assert clock["basis"].startswith("the proxy's whole-second stamps, within the instances'")
@@ -119,7 +119,7 @@ def test_a_whole_hour_zone_error_plus_seconds_of_skew_is_recovered(tmp_path, inc
             drop={"nginx-access.log", "nginx-error.log"},
             rewrite={"client.jsonl": shift_client(shift)},
         )
-        clock = analyze([folder]).to_dict()["clock"]
+        clock = report_json(analyze([folder]))["clock"]
         assert abs(clock["offset_s"] + shift) <= 1.5, (name, clock)
         assert clock["interval"][0] <= -shift <= clock["interval"][1], (name, clock)
         assert not clock["ambiguous"], (name, clock)
@@ -134,7 +134,7 @@ def test_few_requests_leave_the_clock_ambiguous(tmp_path):
         drop={"nginx-access.log", "nginx-error.log"},
         rewrite={"client.jsonl": shift_client(9 * 3600 + 3.2, keep={5, 6, 7})},
     )
-    got = analyze([folder]).to_dict()
+    got = report_json(analyze([folder]))
     assert got["clock"]["ambiguous"] and got["clock"]["second"] is not None
     assert any(f["kind"] == "clock_ambiguous" for f in got["findings"])
 
@@ -160,7 +160,7 @@ def test_an_ambiguous_clock_attributes_only_what_both_offsets_agree_on(tmp_path)
         rewrite={"client.jsonl": shift_client(9 * 3600 + 3.2, keep=keep)},
     )
     analysis = analyze([folder])
-    got = analysis.to_dict()
+    got = report_json(analysis)
     assert got["clock"]["ambiguous"]
     best, rival = got["clock"]["offset_s"], got["clock"]["second"]["offset_s"]
     assert abs(rival + 9 * 3600 + 3.2) < 1.0 < abs(best + 9 * 3600 + 3.2)
@@ -192,13 +192,13 @@ def test_a_split_placed_by_ids_is_exact_and_one_placed_by_time_states_its_bound(
     every per-instance count exact (± 0); with default logging and no ids, each count within
     the ± it states."""
     exact = analyze([variant("kv-tiny", tmp_path / "ids")]).runs
-    assert all(not any(r["per_instance_uncertain"].values()) for r in exact)
+    assert all(not any(r.per_instance_uncertain.values()) for r in exact)
     truth = json.loads((corpus("kv-tiny") / "TRUTH.json").read_text())
     folder = variant(
         "kv-tiny", tmp_path / "t", rewrite={**PRODUCTION, "client.jsonl": shift_client(0.0)}
     )
-    runs = [r for r in analyze([folder]).runs if not r["warmup"]]
+    runs = [r for r in analyze([folder]).runs if not r.warmup]
     for want, have in zip(truth["steps"], runs, strict=True):
         for name, count in want["per_instance"].items():
-            bound = have["per_instance_uncertain"][name]
-            assert abs(have["per_instance"][name] - count) <= bound, (want, have)
+            bound = have.per_instance_uncertain[name]
+            assert abs(have.per_instance[name] - count) <= bound, (want, have)

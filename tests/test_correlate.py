@@ -9,6 +9,7 @@ from logforensics.analysis import Options, analyze
 from logforensics.correlate.balance import chi_square_even
 from logforensics.correlate.clock import zone_hint
 from tests import scenario
+from tests.conftest import report_json
 
 
 def bundle(tmp_path, sc, seed=3):
@@ -21,7 +22,7 @@ def bundle(tmp_path, sc, seed=3):
 def test_offset_is_recovered_and_attribution_survives_it(tmp_path, offset_s):
     sc = scenario.seed_two_instances()
     sc.server_clock_offset_s = offset_s
-    got = analyze([bundle(tmp_path, sc)]).to_dict()
+    got = report_json(analyze([bundle(tmp_path, sc)]))
     assert got["clock"]["offset_s"] == pytest.approx(offset_s, abs=0.05)
     steps = [r for r in got["runs"] if not r["warmup"]]
     assert [r["per_instance"]["instance-2"] for r in steps] == [2, 3, 10]
@@ -35,7 +36,7 @@ def test_offset_is_recovered_and_attribution_survives_it(tmp_path, offset_s):
 def test_forced_offset_is_used_and_reported(tmp_path):
     sc = scenario.seed_two_instances()
     sc.server_clock_offset_s = 30.0
-    got = analyze([bundle(tmp_path, sc)], Options(offset_s=30.0)).to_dict()
+    got = report_json(analyze([bundle(tmp_path, sc)], Options(offset_s=30.0)))
     assert got["clock"]["method"] == "forced"
     assert got["clock"]["offset_s"] == 30.0
     assert got["clock"]["fit"] == 1.0
@@ -49,7 +50,7 @@ def test_failures_outside_an_instance_log_are_unknown_not_unreached(tmp_path):
     log = (path / "instance-2.log").read_text().splitlines(keepends=True)
     cut = step3.strftime("%Y-%m-%dT%H:%M:%S")
     (path / "instance-2.log").write_text("".join(line for line in log if line[:19] < cut))
-    got = analyze([path]).to_dict()
+    got = report_json(analyze([path]))
     steps = {r["index"]: r for r in got["runs"]}
     assert steps[1]["unreached"] == 3 and steps[2]["unreached"] == 5
     assert steps[3]["unreached"] == 0
@@ -62,7 +63,7 @@ def test_missing_instance_log_makes_every_failure_unknown_and_inconclusive(tmp_p
     path = bundle(tmp_path, sc)
     (path / "instance-1.log").unlink()
     (path / "instance-2.log").unlink()
-    got = analyze([path]).to_dict()
+    got = report_json(analyze([path]))
     assert got["totals"]["unreached"] == 0
     assert got["totals"]["unknown"] == 13  # the failures; the 30 successes reached an instance
     assert got["totals"]["reached_unseen"] == 30
@@ -81,7 +82,7 @@ def test_random_scenarios_attribute_every_served_request(tmp_path):
                 r.served_by = rng.choice(names)
         sc.server_clock_offset_s = rng.uniform(-300, 300)
         folder = tmp_path / f"t{trial}"
-        got = analyze([bundle(folder, sc, seed=trial)]).to_dict()
+        got = report_json(analyze([bundle(folder, sc, seed=trial)]))
         truth = scenario.truth(sc)
         for got_run, want in zip(
             [r for r in got["runs"] if not r["warmup"]], truth["runs"], strict=True
@@ -111,7 +112,7 @@ def test_scenario_dates_are_utc():
 
 def test_back_to_back_steps_are_contaminated(tmp_path):
     sc = scenario.seed_two_instances(rest_s=0.0)
-    got = analyze([bundle(tmp_path, sc)]).to_dict()
+    got = report_json(analyze([bundle(tmp_path, sc)]))
     steps = [r for r in got["runs"] if not r["warmup"]]
     assert [r["contaminated"] for r in steps] == [False, True, True]
     # step 2 starts ~4 s after step 1 while step 1's failures wait out 120 s
@@ -125,7 +126,7 @@ def test_coarse_timestamps_still_attribute_per_step(tmp_path):
     # no runtime prefix: access lines borrow the time of the nearest vLLM stamp
     sc = scenario.seed_two_instances()
     sc.style = scenario.Style(prefix="none")
-    got = analyze([bundle(tmp_path, sc)]).to_dict()
+    got = report_json(analyze([bundle(tmp_path, sc)]))
     steps = [r for r in got["runs"] if not r["warmup"]]
     assert [r["per_instance"]["instance-1"] for r in steps] == [5, 5, 5]
     assert [r["per_instance"]["instance-2"] for r in steps] == [2, 3, 10]
@@ -145,7 +146,7 @@ def test_one_instance_on_its_own_clock_is_moved(tmp_path):
 
     events_log = scenario.render_instance(sc2, "instance-2", _random.Random(1))
     (path / "instance-2.log").write_text(events_log)
-    got = analyze([path]).to_dict()
+    got = report_json(analyze([path]))
     # concurrent requests end within ~0.4 s of each other: that is the precision to expect
     assert got["clock"]["instances"]["instance-2"]["moved_s"] == pytest.approx(37.0, abs=0.5)
     assert got["clock"]["instances"]["instance-1"]["moved_s"] == 0.0
@@ -157,7 +158,7 @@ def test_one_instance_on_its_own_clock_is_moved(tmp_path):
 
 
 def test_capacity_and_overall_balance(tmp_path):
-    got = analyze([bundle(tmp_path, scenario.seed_two_instances())]).to_dict()
+    got = report_json(analyze([bundle(tmp_path, scenario.seed_two_instances())]))
     assert got["capacity"] == {
         "max_concurrency_all_ok": None,
         "failures_begin_at": 10,
@@ -171,9 +172,9 @@ def test_yearless_stamps_take_the_year_of_a_dated_source(tmp_path):
     sc = scenario.seed_two_instances()
     sc.style = scenario.Style(prefix="none")  # vLLM's MM-DD stamps only
     path = bundle(tmp_path, sc)
-    got = analyze([path]).to_dict()
+    got = report_json(analyze([path]))
     assert not any(f["kind"] == "year_assumed" for f in got["findings"])
     assert got["coverage"]["instance-1"][0].startswith("2026-02-24T05:58:41")
-    alone = analyze([path / "instance-1.log"]).to_dict()
+    alone = report_json(analyze([path / "instance-1.log"]))
     assumed = [f for f in alone["findings"] if f["kind"] == "year_assumed"]
     assert len(assumed) == 1 and "set --year" in assumed[0]["detail"]

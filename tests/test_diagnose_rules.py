@@ -4,14 +4,15 @@ threshold, and what users read names no internal words."""
 import dataclasses
 import re
 
-from logforensics.analysis import JSON_FORMAT_VERSION, analyze
+from logforensics.analysis import analyze
 from logforensics.cli import analyze_command
 from logforensics.diagnose import RULES, Thresholds, shared
 from logforensics.diagnose.evidence import DISCRIMINATING, SHARED
 from logforensics.diagnose.table import render
 from logforensics.diagnose.thresholds import option_name
 from logforensics.model import Bottleneck
-from tests.conftest import FIXTURES, ROOT
+from logforensics.report.jsonout import FORMAT_VERSION as JSON_FORMAT_VERSION
+from tests.conftest import FIXTURES, ROOT, report_json
 
 INTERNAL_WORDS = re.compile(r"\bseeds?\b|\bfixtures?\b|\bscenario\b|\bclaims?\b", re.IGNORECASE)
 
@@ -59,7 +60,7 @@ def test_user_facing_text_names_no_internal_words():
 
 
 def test_the_json_contract_carries_the_verdicts_new_fields():
-    got = analyze([FIXTURES / "seed-two-instances"]).to_dict()
+    got = report_json(analyze([FIXTURES / "seed-two-instances"]))
     assert got["format_version"] == JSON_FORMAT_VERSION >= 4  # 4 brought these fields
     verdict = got["verdict"]
     assert {"secondary", "failures", "share", "subject", "contested", "unexplained"} <= set(verdict)

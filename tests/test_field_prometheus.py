@@ -22,6 +22,8 @@ from tests.conftest import PROMETHEUS_DATA, ROOT, corpus, incident_inputs
 sys.path.insert(0, str(ROOT / "tools"))
 import promserve  # noqa: E402
 
+from tests.conftest import report_json
+
 pytestmark = pytest.mark.skipif(
     promserve.binary() is None,
     reason=(
@@ -48,10 +50,10 @@ def test_prometheus_and_the_proxy_alone_give_what_the_logs_give(served):
     folder, url = served
     truth = json.loads((folder / "TRUTH.json").read_text())
     everything = incident_inputs(folder)
-    full = analyze(everything, Options(prometheus_url=url)).to_dict()
+    full = report_json(analyze(everything, Options(prometheus_url=url)))
     logs_gone = [p for p in everything if not p.name.startswith("instance-")]
     analysis = analyze(logs_gone, Options(prometheus_url=url))
-    alone = analysis.to_dict()
+    alone = report_json(analysis)
     # the 6 client timeouts nginx logged as 499 without saying it connected: each engine's
     # gauge counted every request nginx had sent it, so they were inside
     failed = analysis.requests.filter(~pl.col("ok") & ~pl.col("warmup"))

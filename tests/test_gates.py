@@ -4,13 +4,14 @@ import pytest
 
 from logforensics.analysis import analyze
 from logforensics.gates import Condition, evaluate, parse_condition, parse_conditions
+from tests.conftest import report_json
 
 
 @pytest.fixture(scope="module")
 def seed_dict():
     from tests.conftest import FIXTURES
 
-    return analyze([FIXTURES / "seed-two-instances"]).to_dict()
+    return report_json(analyze([FIXTURES / "seed-two-instances"]))
 
 
 def _dict(sent=10, succeeded=10, unreached=0, p95=(1.0, 2.0), bottleneck="none", confidence=0.9):

@@ -8,7 +8,7 @@ import polars as pl
 from logforensics.analysis import analyze
 from logforensics.ingest import ParseContext
 from logforensics.ingest.inputs import load
-from tests.conftest import FIXTURES, corpus, incident_inputs
+from tests.conftest import FIXTURES, corpus, incident_inputs, report_json
 
 CTX = ParseContext(year=2026)
 DATA = Path(__file__).parent / "data" / "loadtesters"
@@ -52,9 +52,7 @@ def test_consoles_give_the_testers_own_figures_not_requests():
 def measured_steps(paths: list[Path]) -> list[tuple]:
     """(concurrency, sent, ok, failed) of each measured step `analyze` finds."""
     runs = analyze(paths).runs
-    return [
-        (r["concurrency"], r["sent"], r["succeeded"], r["failed"]) for r in runs if not r["warmup"]
-    ]
+    return [(r.concurrency, r.sent, r.succeeded, r.failed) for r in runs if not r.warmup]
 
 
 def test_the_seed_clients_printed_rows_and_its_jsonl_are_one_run():
@@ -146,9 +144,9 @@ def test_llm_load_test_and_inference_perf_consoles_are_the_testers_own_figures(t
         without = [p for p in incident_inputs(folder) if p.name != "client-stdout.log"]
         with_console = analyze(incident_inputs(folder))
         assert measured_steps(without) == [
-            (r["concurrency"], r["sent"], r["succeeded"], r["failed"])
+            (r.concurrency, r.sent, r.succeeded, r.failed)
             for r in with_console.runs
-            if not r["warmup"]
+            if not r.warmup
         ]
         assert [f["agree"] for f in with_console.tester_figures] == [True, True, True]
 
@@ -175,4 +173,4 @@ def test_a_console_that_disagrees_is_named_and_an_odd_line_in_it_is_shown(tmp_pa
     account = next(a for a in analysis.inputs if a.path.endswith("client-stdout.log"))
     assert account.unparsed == 1
     assert [text for _, text in account.unparsed_examples] == ["upstream said: slot 7 of 4 busy"]
-    assert any(f["kind"] == "tester_figures_differ" for f in analysis.to_dict()["findings"])
+    assert any(f["kind"] == "tester_figures_differ" for f in report_json(analysis)["findings"])

@@ -74,6 +74,7 @@ import pytest
 
 from logforensics.ingest import FILE_FORMATS, ParseContext, SourceFile, detect
 from logforensics.model import source_labels as labels
+from tests.conftest import report_json
 
 DATA = Path(__file__).parent / "data" / "loadtesters"
 UTC = dt.timezone.utc
@@ -453,7 +454,7 @@ def test_end_to_end_aiperf_results_and_an_instance_log(tmp_path):
     folder.mkdir()
     shutil.copy(DATA / "aiperf_profile_export.jsonl", folder / "profile_export.jsonl")
     (folder / "gpu-0.log").write_text(INSTANCE_LOG)
-    got = analyze([folder]).to_dict()
+    got = report_json(analyze([folder]))
     assert got["totals"] == {
         "sent": 3,
         "succeeded": 2,
@@ -464,7 +465,17 @@ def test_end_to_end_aiperf_results_and_an_instance_log(tmp_path):
         "outcome_unknown": 0,
         "retried": 0,
     }
-    assert got["instances"] == [{"name": "gpu-0", "requests": 2, "share": 1.0}]
+    # the stats lines above never showed a request running: the peaks are read, not defaulted
+    assert got["instances"] == [
+        {
+            "name": "gpu-0",
+            "requests": 2,
+            "share": 1.0,
+            "peak_running": 0,
+            "peak_waiting": 0,
+            "peak_kv_pct": 0.0,
+        }
+    ]
     measured = [r for r in got["runs"] if not r["warmup"]]
     assert sum(r["per_instance"]["gpu-0"] for r in measured) == 2
     formats = {Path(f["path"]).name: f["format"] for f in got["inputs"]}

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from logforensics.analysis import analyze
 from logforensics.cli import cli
-from logforensics.report import build_report, render_html, render_markdown
+from logforensics.report import build_report, jsonout, render_html, render_markdown
 from logforensics.report import lines as cited
 from logforensics.report.data import LEDGER_ALL_ROWS, LEDGER_JSON_ROWS
 from logforensics.report.ledger import NOT_OK, build_ledger
@@ -179,7 +179,7 @@ def test_ledger_jsonl_and_a_bad_extension(tmp_path, timeouts):
 
 def test_the_report_data_is_built_once_for_all_three(timeouts):
     report = build_report(timeouts, ledger_path="out.parquet")
-    contract = report.contract
+    contract = jsonout.contract(report.summary)
     assert contract["format_version"] >= 4
     assert contract["ledger"]["total"] == 13 and len(contract["ledger"]["rows"]) == 13
     assert contract["ledger"]["outcome_unknown"] == 0
@@ -209,7 +209,7 @@ def test_evidence_quotes_the_lines_it_cites(timeouts):
             file, _, number = q.source.rpartition(":")
             path = next(p for p in timeout_inputs() if p.name == file)
             assert path.read_text().splitlines()[int(number) - 1].startswith(q.text[:60])
-    json_items = report.contract["verdict"]["evidence"]
+    json_items = jsonout.contract(report.summary)["verdict"]["evidence"]
     assert all("lines" in e and "more_lines" in e for e in json_items)
 
 
@@ -220,22 +220,15 @@ def test_a_finding_that_cites_lines_quotes_them(timeouts):
 
     client = next(p for p in timeout_inputs() if p.name == "client.jsonl")
 
-    @dataclasses.dataclass
-    class Cited(Finding):
-        sources: list = dataclasses.field(default_factory=list)
-
-        def to_dict(self) -> dict:
-            return {**super().to_dict(), "sources": self.sources}
-
-    finding = Cited(
+    finding = Finding(
         "health_check_gap", "kept sending", sources=[f"{client}:{n}" for n in (2, 3, 4, 5)]
     )
     report = build_report(dataclasses.replace(timeouts, findings=[finding]))
     (item,) = report.findings
     assert [q.source for q in item.lines] == ["client.jsonl:2", "client.jsonl:3", "client.jsonl:4"]
-    assert item.more_lines == 1 and report.contract["findings"][0]["lines"][0]["text"].startswith(
-        "{"
-    )
+    written = jsonout.contract(report.summary)["findings"][0]
+    assert item.more_lines == 1 and written["lines"][0]["text"].startswith("{")
+    assert len(written["sources"]) == 4
     assert "client.jsonl:2</span>" in render_html(report)
 
 
@@ -246,8 +239,8 @@ def test_the_json_ledger_is_capped_with_its_total(tmp_path):
     report = build_report(analysis)
     failed = analysis.totals()["failed"]
     assert failed > LEDGER_ALL_ROWS
-    assert report.contract["ledger"]["total"] == failed
-    assert len(report.contract["ledger"]["rows"]) == LEDGER_JSON_ROWS
+    assert report.summary.ledger["total"] == failed
+    assert len(report.summary.ledger["rows"]) == LEDGER_JSON_ROWS
     assert report.failed.groups and not report.failed.rows
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from logforensics.analysis import analyze
 from logforensics.loadtest import LoadTestConfig, run_loadtest
+from tests.conftest import report_json
 from tests.stub_openai import StubOpenAI, StubProxy
 
 STEPS = (2, 6)
@@ -122,7 +123,7 @@ def test_every_input_line_is_understood(e2e):
 
 
 def test_the_verdict_is_the_front_proxy(e2e):
-    result = e2e["analysis"].to_dict()
+    result = report_json(e2e["analysis"])
     verdict = result["verdict"]
     assert verdict["bottleneck"] == "front_proxy", verdict
     signals = {e["signal"] for e in verdict["evidence"]}
@@ -172,7 +173,7 @@ def test_every_success_is_attributed_to_the_instance_the_proxy_chose(e2e):
 
 
 def test_per_step_counts_per_instance_equal_what_each_stub_received(e2e):
-    runs = e2e["analysis"].to_dict()["runs"]
+    runs = report_json(e2e["analysis"])["runs"]
     warmups = [run for run in runs if run["warmup"]]
     assert len(warmups) == 1 and warmups[0]["sent"] == 1
     measured = sorted((run for run in runs if not run["warmup"]), key=lambda run: run["index"])
@@ -202,7 +203,7 @@ def test_the_stats_lines_count_the_requests_in_flight(e2e):
 
 
 def test_the_warm_up_and_the_short_rest_are_recognised(e2e):
-    result = e2e["analysis"].to_dict()
+    result = report_json(e2e["analysis"])
     assert "warmup" in {finding["kind"] for finding in result["findings"]}
     runs = {run["index"]: run for run in result["runs"]}
     assert runs[0]["warmup"] is True and runs[0]["rest_before_s"] is None
@@ -235,4 +236,4 @@ def test_a_request_the_client_gave_up_on_is_seen_aborted_at_its_instance(tmp_pat
     row = analysis.requests.filter(pl.col("request_id") == gave_up.request_id).row(0, named=True)
     assert (row["ok"], row["error"]) == (False, "timed out after 0.4 s")
     assert (row["instance"], row["match_key"], row["reach"]) == ("gpu-0", "request_id", "reached")
-    assert analysis.to_dict()["totals"]["unreached"] == 0
+    assert report_json(analysis)["totals"]["unreached"] == 0

@@ -17,7 +17,8 @@ import pytest
 
 from logforensics.analysis import analyze
 from logforensics.correlate.proxy import map_by_address
-from logforensics.report import render_html, render_markdown
+from logforensics.report import build_report, render_html, render_markdown
+from tests.conftest import report_json
 from tests.corpus import default_logging, truth, variant
 
 LIFECYCLE = re.compile(r"Received request|Added request|Aborted request|Request \S+ aborted")
@@ -36,7 +37,7 @@ def test_client_timeouts_the_engines_aborted_reached_them(tmp_path):
     # each holds its engine's lines: received, added, and the abort
     assert all(len(sources) >= 3 for sources in failed["engine_sources"].to_list())
     want = truth("kv-tiny")["steps"]
-    assert [s["per_instance"] for s in steps(a.to_dict())] == [s["per_instance"] for s in want]
+    assert [s["per_instance"] for s in steps(report_json(a))] == [s["per_instance"] for s in want]
 
 
 def test_requests_inside_an_instance_when_it_died_reached_it(tmp_path):
@@ -62,7 +63,7 @@ def test_without_request_logging_an_abandoned_request_proves_nothing(tmp_path):
         drop={"nginx-access.log", "nginx-error.log"},
         rewrite={"instance-1.log": strip, "instance-2.log": strip},
     )
-    got = analyze([folder]).to_dict()
+    got = report_json(analyze([folder]))
     assert got["totals"]["failed"] == 5
     assert got["totals"]["unreached"] == 0
     assert got["totals"]["unknown"] == 5
@@ -81,7 +82,7 @@ def test_the_proxy_alone_proves_a_refusal(tmp_path):
 
 
 def test_a_metrics_scrape_is_never_an_instance(tmp_path):
-    got = analyze([variant("haproxy-queue", tmp_path)]).to_dict()
+    got = report_json(analyze([variant("haproxy-queue", tmp_path)]))
     assert [i["name"] for i in got["instances"]] == ["instance-1", "instance-2"]
     for run in got["runs"]:
         assert set(run["per_instance"]) == {"instance-1", "instance-2"}
@@ -91,7 +92,7 @@ def test_a_routers_own_metrics_are_no_instances_to_name(tmp_path):
     """recordings/vrouter-compute/metrics-router.txt: the Rust vllm-router's own
     `vllm_router_*` series, no engine's. It is said to hold no engine metrics; it is not
     "metrics of an unknown instance" the user should name."""
-    got = analyze([variant("vrouter-compute", tmp_path)]).to_dict()
+    got = report_json(analyze([variant("vrouter-compute", tmp_path)]))
     (scrape,) = [i for i in got["inputs"] if i["path"].endswith("metrics-router.txt")]
     assert "no vLLM or SGLang metrics in this scrape" in scrape["notes"]
     assert not any("unknown instance" in note for note in scrape["notes"])
@@ -119,7 +120,7 @@ def test_upstreams_map_to_the_address_an_instance_announces():
 def test_the_same_counts_as_the_truth_on_every_incident_in_the_corpus(tmp_path):
     """A fast, in-process version of `make validate`'s counts (its CLI run scores the verdict)."""
     for name in ("kv-tiny", "crash-midtest", "haproxy-queue", "compute-loadtest"):
-        got = analyze([variant(name, tmp_path / name)]).to_dict()
+        got = report_json(analyze([variant(name, tmp_path / name)]))
         want = truth(name)
         assert [
             (s["sent"], s["ok"], s["failed"], s["unreached"], s["per_instance"])
@@ -158,7 +159,7 @@ def test_nginx_error_log_decides_what_a_plain_access_line_leaves_open(tmp_path):
 def test_the_testers_own_figures_sit_beside_the_logs_and_a_difference_is_a_finding(tmp_path):
     """GuideLLM 0.8 closed its concurrent@4 benchmark listing 7 requests of the 8 it sent;
     the eighth is in nginx's and instance-2's logs, answered in full."""
-    got = analyze([variant("guidellm-kv", tmp_path)]).to_dict()
+    got = report_json(analyze([variant("guidellm-kv", tmp_path)]))
     by_level = {f["concurrency"]: f for f in got["tester_figures"] if f["ours"]}
     assert by_level[4]["theirs"] == {"sent": 7, "ok": 7, "failed": 0}
     assert by_level[4]["ours"] == {"sent": 8, "ok": 8, "failed": 0}
@@ -221,7 +222,7 @@ def test_a_lost_instance_log_moves_no_request_onto_the_other(tmp_path, incident,
     would have logged are not its; the proxy's lines go to the requests of their address),
     and the proxy's log alone still counts instance-2's under its address."""
     folder = variant(incident, tmp_path / incident, drop={"instance-2.log"})
-    got = analyze([folder]).to_dict()
+    got = report_json(analyze([folder]))
     want = truth(incident)["steps"]
     measured = steps(got)
     assert [s["per_instance"] for s in measured] == [
@@ -270,7 +271,7 @@ def test_the_balancer_is_judged_on_where_it_sent_requests_not_where_they_survive
     sent it 6 it could not deliver. Reached 6:0 (the truth's per-instance counts) but the
     balancer split 6:6: no skew finding, and the dead instance's finding instead."""
     analysis = analyze([variant("caddy-crash", tmp_path)])
-    got = analysis.to_dict()
+    got = report_json(analysis)
     last = steps(got)[-1]
     assert last["per_instance"] == {"instance-1": 6, "instance-2": 0}
     assert last["routed"] == {"instance-1": 6, "instance-2": 6}
@@ -278,8 +279,8 @@ def test_the_balancer_is_judged_on_where_it_sent_requests_not_where_they_survive
     kinds = {f["kind"] for f in got["findings"]}
     assert "lb_skew" not in kinds and "failed_instance_kept_in_pool" in kinds
     # the step tables say why a 6:0 split is "even": 6 more were sent to the dead one
-    assert "0 (+6 refused)" in render_markdown(analysis)
-    assert "+6 refused</small>" in render_html(analysis)
+    assert "0 (+6 refused)" in render_markdown(build_report(analysis))
+    assert "+6 refused</small>" in render_html(build_report(analysis))
 
 
 def test_a_success_no_present_log_saw_reached_an_instance_all_the_same(tmp_path):
@@ -297,13 +298,13 @@ def test_a_success_no_present_log_saw_reached_an_instance_all_the_same(tmp_path)
     assert set(unseen["reach"].cast(pl.Utf8)) == {"reached"}
     assert set(unseen["reach_witness"].cast(pl.Utf8)) == {"success"}
     assert measured.filter(pl.col("ok") & (pl.col("reach") == "unknown")).is_empty()
-    got = a.to_dict()
+    got = report_json(a)
     assert got["totals"]["reached_unseen"] == unseen.height
     assert sum(r["reached_unseen"] for r in got["runs"] if not r["warmup"]) == unseen.height
     unknown = measured.filter(pl.col("reach") == "unknown")
     assert got["totals"]["unknown"] == unknown.height
     assert not unknown["ok"].fill_null(False).any()
-    md = render_markdown(a)
+    md = render_markdown(build_report(a))
     assert f"**{unseen.height}** served by an instance whose log is missing" in md
 
 
@@ -318,7 +319,7 @@ def test_without_request_logging_an_unanswered_delivery_is_explained_not_blamed_
         tmp_path / "k",
         rewrite={"instance-1.log": default_logging, "instance-2.log": default_logging},
     )
-    got = analyze([folder]).to_dict()
+    got = report_json(analyze([folder]))
     (detail,) = [f["detail"] for f in got["findings"] if f["kind"] == "unverified_by_instance"]
     assert detail.startswith("5 request(s) reached an upstream")
     assert "5 of them were never answered" in detail and "log is missing" not in detail

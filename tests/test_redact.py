@@ -9,7 +9,7 @@ import pytest
 
 from logforensics.analysis import analyze
 from logforensics.redact import Redactor, redact
-from logforensics.report import render_html, render_json, render_markdown
+from logforensics.report import build_report, render_html, render_json, render_markdown
 from tests.conftest import outside_fences
 
 PEER = "10.1.2.3:5555"
@@ -50,14 +50,14 @@ def outputs(hostile):
     red = redact(hostile)
     return {
         "plain": {
-            "html": render_html(hostile),
-            "json": render_json(hostile),
-            "md": render_markdown(hostile),
+            "html": render_html(build_report(hostile)),
+            "json": render_json(build_report(hostile)),
+            "md": render_markdown(build_report(hostile)),
         },
         "redacted": {
-            "html": render_html(red),
-            "json": render_json(red),
-            "md": render_markdown(red),
+            "html": render_html(build_report(red)),
+            "json": render_json(build_report(red)),
+            "md": render_markdown(build_report(red)),
         },
         "analysis": red,
     }
@@ -126,7 +126,8 @@ def test_same_value_same_placeholder(outputs, hostile):
     again = redact(hostile)
     assert again.requests["request_id"].to_list() == red.requests["request_id"].to_list()
     assert (
-        render_json(again).split('"generated_at"')[1] == render_json(red).split('"generated_at"')[1]
+        render_json(build_report(again)).split('"generated_at"')[1]
+        == render_json(build_report(red)).split('"generated_at"')[1]
     )
 
 

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from logforensics.analysis import analyze
-from logforensics.report import render_html, render_markdown
+from logforensics.report import build_report, render_html, render_markdown
 from tests.conftest import outside_fences, write
 
 HOSTILE = '<script>alert("x")</script>'
@@ -15,7 +15,7 @@ HOSTILE = '<script>alert("x")</script>'
 def seed_html():
     from tests.conftest import FIXTURES
 
-    return render_html(analyze([FIXTURES / "seed-two-instances"]))
+    return render_html(build_report(analyze([FIXTURES / "seed-two-instances"])))
 
 
 def test_html_is_self_contained(seed_html):
@@ -51,7 +51,7 @@ def test_hostile_log_text_is_escaped(tmp_path, seed_bundle):
     client = folder / "client" / "results.jsonl"
     client.write_text(client.read_text().replace("HTTP Error 503: Service Unavailable", HOSTILE, 1))
     write(folder / f"{HOSTILE}.log", "junk\n")
-    html = render_html(analyze([folder]))
+    html = render_html(build_report(analyze([folder])))
     assert HOSTILE not in html
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
     assert html.count("<script") == 1  # the page's own filter script, nothing from a log
@@ -69,7 +69,7 @@ def test_markdown_table_escapes_pipes(tmp_path, seed_bundle):
         "garbage | with a pipe\n"
         "INFO 02-24 06:35:00 [loggers.py:1] Engine 000: Running: 0 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%\n",
     )
-    md = render_markdown(analyze([folder]))
+    md = render_markdown(build_report(analyze([folder])))
     assert md.startswith("### Bottleneck: the front proxy (confidence 90%)")
     assert (
         "| step | sent | ok | failed | unreached | gpu\\|3 | instance-1 | instance-2 | P50 s | P95 s |"
@@ -136,10 +136,10 @@ def test_hostile_marker_and_prompt_are_escaped(tmp_path, seed_bundle):
             rec["error"] = f"{HOSTILE} | broken"
     client.write_text("".join(json.dumps(r) + "\n" for r in records))
     analysis = analyze([folder])
-    html = render_html(analysis)
+    html = render_html(build_report(analysis))
     assert HOSTILE not in html and html.count("<script") == 1  # the page's own
     assert html.count("&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;") >= 13
-    md = render_markdown(analysis)
+    md = render_markdown(build_report(analysis))
     assert "<script" not in outside_fences(md).replace("\\<script", "")
 
 
@@ -202,7 +202,7 @@ def test_large_input_is_aggregated_and_truncated(tmp_path):
     analysis = analyze([big_bundle(tmp_path / "big", 20_000)])
     totals = analysis.totals()
     assert totals["sent"] == 20_000 and totals["unreached"] > 13_000
-    html = render_html(analysis)
+    html = render_html(build_report(analysis))
     assert len(html.encode()) < 5_000_000
     assert "20,000 requests: drawn as requests started per 5 s" in html
     failed = html[html.index('id="failed"') : html.index('id="instances"')]
@@ -214,12 +214,12 @@ def test_large_input_is_aggregated_and_truncated(tmp_path):
     assert "write it with <code>--ledger FILE</code>" in failed
     # timeline, engine state, capacity; no balance chart for a single instance
     assert len(re.findall(r'<img src="data:image/png;base64,', html)) == 3
-    md = render_markdown(analysis)
+    md = render_markdown(build_report(analysis))
     assert len(md) < 10_000 and md.count("\n| ") == 11  # header + ten steps
 
 
 def test_markdown_summary_reads_as_a_comment(tmp_path, seed_bundle):
-    md = render_markdown(analyze([seed_bundle]))
+    md = render_markdown(build_report(analyze([seed_bundle])))
     lines = md.splitlines()
     assert lines[0] == "### Bottleneck: the front proxy (confidence 90%)"
     assert "**43** sent · **30** ok · **13** failed · **13** never reached an instance" in md
@@ -235,7 +235,7 @@ def test_markdown_summary_reads_as_a_comment(tmp_path, seed_bundle):
 
 
 def test_markdown_quotes_each_evidence_items_lines_in_a_fence(seed_bundle):
-    md = render_markdown(analyze([seed_bundle]))
+    md = render_markdown(build_report(analyze([seed_bundle])))
     lines = md.splitlines()
     first = lines.index("   ```text")
     assert lines[first + 1].startswith('   client/results.jsonl:2  {"step": 1,')
@@ -249,9 +249,12 @@ def test_autoescape_stays_on_and_nothing_is_marked_safe():
 
     from logforensics.report import html
 
-    assert html._env.autoescape is True
-    template = Path(html.__file__).parent / "templates" / "report.html.j2"
-    assert not re.search(r"\|\s*safe\b", template.read_text())
+    assert html.ENV.autoescape is True
+    templates = sorted((Path(html.__file__).parent / "templates").glob("*.html.j2"))
+    # the report and the comparison page share the environment
+    assert {t.name for t in templates} >= {"report.html.j2", "compare.html.j2"}
+    for template in templates:
+        assert not re.search(r"\|\s*safe\b", template.read_text()), template.name
 
 
 def test_many_proxy_errors_are_counted_per_bin():

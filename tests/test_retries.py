@@ -17,7 +17,7 @@ import pytest
 
 from logforensics.analysis import analyze
 from logforensics.correlate.steps import assign_steps
-from tests.conftest import incident_inputs
+from tests.conftest import incident_inputs, report_json
 from tests.corpus import truth, variant
 from tests.test_ingest_proxy import parse
 
@@ -88,7 +88,7 @@ def test_an_earlier_attempt_is_a_hop_only_where_it_reached_its_upstream(
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> dict:
-    return analyze(incident_inputs(variant(INCIDENT, tmp_path_factory.mktemp("full")))).to_dict()
+    return report_json(analyze(incident_inputs(variant(INCIDENT, tmp_path_factory.mktemp("full")))))
 
 
 def test_a_retried_request_counts_for_every_instance_it_reached(report):
@@ -135,7 +135,7 @@ def test_a_death_the_retries_hid_is_an_instance_failure(report):
 )
 def test_two_witnesses_name_a_hidden_death(tmp_path, drop, verdict):
     folder = variant(INCIDENT, tmp_path / "bundle", drop=drop)
-    got = analyze(incident_inputs(folder)).to_dict()
+    got = report_json(analyze(incident_inputs(folder)))
     assert got["verdict"]["bottleneck"] == verdict
     assert got["totals"]["retried"] == 5
 

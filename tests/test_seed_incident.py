@@ -5,6 +5,7 @@ import json
 import pytest
 
 from logforensics.analysis import analyze
+from tests.conftest import report_json
 
 
 @pytest.fixture(scope="module")
@@ -12,7 +13,7 @@ def result(request):
     from tests.conftest import FIXTURES
 
     bundle = FIXTURES / "seed-two-instances"
-    return analyze([bundle]).to_dict(), json.loads((bundle / "expected.json").read_text())
+    return report_json(analyze([bundle])), json.loads((bundle / "expected.json").read_text())
 
 
 def test_verdict_is_front_proxy(result):

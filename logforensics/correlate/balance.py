@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import math
 
+from logforensics.model import Balance, OverallBalance, Step
+
 SKEW_P_VALUE = 0.05
 SKEW_RATIO = 1.5  # max/min share ratio that counts as uneven
 
 
-def balance(per_instance: dict[str, int]) -> dict:
+def balance(per_instance: dict[str, int]) -> Balance:
     """How evenly a step's requests were spread, and whether that can be told."""
     counts = list(per_instance.values())
     total = sum(counts)
     if len(counts) < 2 or total == 0:
-        return {"shares": {}, "max_min_ratio": None, "p_even": None, "verdict": "n/a"}
+        return Balance({}, None, None, "n/a")
     shares = {k: v / total for k, v in per_instance.items()}
     lo, hi = min(counts), max(counts)
     p = chi_square_even(counts)
@@ -25,16 +27,16 @@ def balance(per_instance: dict[str, int]) -> dict:
         verdict = "uneven, sample too small to prove skew"
     else:
         verdict = "even"
-    return {"shares": shares, "max_min_ratio": ratio, "p_even": p, "verdict": verdict}
+    return Balance(shares, ratio, p, verdict)
 
 
-def overall_balance(step_runs: list[dict], instances: list[str]) -> dict:
+def overall_balance(step_runs: list[Step], instances: list[str]) -> OverallBalance:
     """The balancer's split over all measured steps (`routed`), with the counts behind it."""
     totals = {
-        name: sum(r["routed"].get(name, 0) for r in step_runs if not r["warmup"])
-        for name in instances
+        name: sum(r.routed.get(name, 0) for r in step_runs if not r.warmup) for name in instances
     }
-    return {"counts": totals, **balance(totals)}
+    b = balance(totals)
+    return OverallBalance(totals, b.shares, b.max_min_ratio, b.p_even, b.verdict)
 
 
 def chi_square_even(counts: list[int]) -> float | None:

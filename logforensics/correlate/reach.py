@@ -262,3 +262,40 @@ def covered_expr(coverage: dict, offset: float) -> pl.Expr:
     return (
         ((pl.col("started_at") + shift) >= lo) & ((pl.col("ended_at") + shift) <= hi)
     ).fill_null(False)
+
+
+# Where a failed request died: the hop the evidence places its end at.
+FAILED_AT = ("proxy", "before_instance", "instance", "unknown")
+
+
+def failed_at() -> pl.Expr:
+    """The hop a request that did not succeed died at (null for a success): the proxy
+    refused it, it reached an instance, it never reached one, or nothing decides."""
+    return (
+        pl.when(pl.col("ok").fill_null(False))
+        .then(pl.lit(None, dtype=pl.Utf8))
+        .when(pl.col("proxy_delivery") == "refused")
+        .then(pl.lit("proxy"))
+        .when(pl.col("reach") == "reached")
+        .then(pl.lit("instance"))
+        .when(pl.col("reach") == "unreached")
+        .then(pl.lit("before_instance"))
+        .otherwise(pl.lit("unknown"))
+        .alias("failed_at")
+    )
+
+
+def client_outcome(columns: list[str]) -> pl.Expr:
+    """The correlation stage's outcome class where it gave one, else a coarse class of our own."""
+    coarse = (
+        pl.when(pl.col("ok"))
+        .then(pl.lit("ok"))
+        .when(pl.col("http_status") >= 400)
+        .then(pl.format("http_{}", pl.col("http_status")))
+        .when(pl.col("error").is_not_null() | (pl.col("ok") == False))  # noqa: E712 (null stays out)
+        .then(pl.lit("error"))
+        .otherwise(pl.lit("unknown"))
+    )
+    return (pl.coalesce("outcome", coarse) if "outcome" in columns else coarse).alias(
+        "client_outcome"
+    )

@@ -14,7 +14,9 @@ import datetime as dt
 import polars as pl
 
 from logforensics.correlate.balance import balance
+from logforensics.correlate.reach import FAILED_AT, client_outcome, failed_at
 from logforensics.correlate.records import MATCH_TOLERANCE_S
+from logforensics.model import BusyAtStart, Capacity, Failures, Latency, Step, source_label
 
 BURST_GAP_S = 2.0  # starts further apart than this begin a new step
 REST_S = 5.0  # nothing of a step label in flight this long, then a burst: the label ran again
@@ -137,7 +139,7 @@ BUSY_LOOKAHEAD_S = 12.0  # a stats line this soon after a step began shows what 
 
 def busy_at_start(
     client: pl.DataFrame, stats: pl.DataFrame | None, offset_s: float
-) -> dict[tuple, dict]:
+) -> dict[tuple, BusyAtStart]:
     """Steps that began while an engine was still busy with earlier work.
 
     The client may have given up on the previous step while a proxy's queue
@@ -145,7 +147,7 @@ def busy_at_start(
     measurement). Where an instance logs each request's arrival, a stats line
     soon after the step began, before any of the step's own requests arrived
     there, that counts requests running or waiting shows it. Returns
-    (run, step) → the first such line: instance, at, running, waiting, source.
+    (run, step) → the first such line.
     """
     if stats is None or stats.is_empty() or "arrived_at" not in client.columns:
         return {}
@@ -173,7 +175,7 @@ def busy_at_start(
                 pl.col("at").alias("_stats_at"),
                 "running",
                 "waiting",
-                "source",
+                source_label(),
                 pl.col("at"),
             ).sort("instance", "at"),
             on="at",
@@ -190,13 +192,9 @@ def busy_at_start(
         .sort("_stats_at")
     )
     return {
-        (row["run"], row["step"]): {
-            "instance": row["instance"],
-            "at": row["_stats_at"],
-            "running": row["running"],
-            "waiting": row["waiting"],
-            "source": row["source"],
-        }
+        (row["run"], row["step"]): BusyAtStart(
+            row["instance"], row["_stats_at"], row["running"], row["waiting"], row["source"]
+        )
         for row in looked.unique(["run", "step"], keep="first", maintain_order=True).iter_rows(
             named=True
         )
@@ -241,8 +239,8 @@ def summarise(
     engine_stats: pl.DataFrame | None = None,
     offset_s: float = 0.0,
     window_s: float = MATCH_TOLERANCE_S,
-) -> list[dict]:
-    """One dict per step (warm-up first, marked), in the JSON contract's shape.
+) -> list[Step]:
+    """One record per step (warm-up first, marked).
 
     `per_instance` counts every request of the step that reached the instance,
     failed or not, by the strongest witness (`reach.decide_reach`; a request the
@@ -268,9 +266,22 @@ def summarise(
         if "proxy_delivery" in client.columns
         else []
     )
+    if "proxy_delivery" not in client.columns:
+        client = client.with_columns(pl.lit(None, dtype=pl.Utf8).alias("proxy_delivery"))
     client = client.with_columns(
-        pl.when(pl.col("warmup")).then(0).otherwise(pl.col("step")).alias("step")
+        pl.when(pl.col("warmup")).then(0).otherwise(pl.col("step")).alias("step"),
+        failed_at().alias("_failed_at"),
     )
+    failed = pl.col("ok") == False  # noqa: E712 (an unknown outcome is no failure)
+    outcomes: dict[tuple, dict[str, int]] = {}
+    for run, step, outcome, n in (
+        client.filter(failed)
+        .group_by("run", "step", client_outcome(client.columns).cast(pl.Utf8))
+        .len()
+        .sort("run", "step", "client_outcome")
+        .iter_rows()
+    ):
+        outcomes.setdefault((run, step), {})[outcome] = n
     configured = (
         pl.col("concurrency").max() if "concurrency" in client.columns else pl.lit(None)
     ).alias("configured")
@@ -304,6 +315,13 @@ def summarise(
             pl.col("timeout_s").max().alias("timeout_s"),
             pl.col("rest_before_s").min().alias("rest_before_s"),
             retried(client).sum().alias("retried"),
+            *[(failed & (pl.col("_failed_at") == w)).sum().alias(f"!{w}") for w in FAILED_AT],
+            *[
+                (failed & (pl.col("_failed_at") == "instance") & (pl.col("reached_instance") == n))
+                .sum()
+                .alias(f"!@{n}")
+                for n in instances
+            ],
             *[reached(name, client).sum().alias(f"@{name}") for name in instances],
             *[
                 ((reached(name, client) & pl.col("uncertain")) | either_clock(name, client))
@@ -338,6 +356,11 @@ def summarise(
         served_by = {name: row.pop(f"${name}") for name in instances}
         routed = {name: row.pop(f"&{name}") for name in instances}
         per_upstream = {name: row.pop(f"^{name}") for name in upstreams}
+        failures = Failures(
+            **{w: row.pop(f"!{w}") for w in FAILED_AT},
+            at_instance={n: row.pop(f"!@{n}") for n in instances},
+            outcomes=outcomes.get((row["run"], row["step"]), {}),
+        )
         started, ended = row["started_at"], row.pop("busy_until")
         overlap = None
         pending = pending_until.get(row["run"])
@@ -347,73 +370,66 @@ def summarise(
             pending_until[row["run"]] = max(pending, ended) if pending else ended
         span = row.pop("ok_span_s")
         tokens = row.pop("output_tokens")
-        run = {
-            "index": row["step"],
-            "run": row["run"],
-            "warmup": row["warmup"],
-            # what the tester ran where it says so, else the requests the step sent together
-            "concurrency": row["configured"] if row["configured"] is not None else row["sent"],
-            **{
-                k: row[k]
-                for k in (
-                    "started_at",
-                    "ended_at",
-                    "sent",
-                    "succeeded",
-                    "failed",
-                    "unreached",
-                    "unknown",
-                    "reached_unseen",
-                    "outcome_unknown",
-                )
-            },
-            "per_instance": per_instance,
-            "per_instance_uncertain": uncertain,
-            "served_by": served_by,
-            "retried": row["retried"],
-            "per_upstream": per_upstream,
-            "routed": routed,
-            "contaminated": (overlap is not None or (row["run"], row["step"]) in busy)
-            and not row["warmup"],
-            "overlap_s": overlap,
-            "busy_at_start": busy.get((row["run"], row["step"])),
-            "timeout_s": row["timeout_s"],
-            "rest_before_s": row["rest_before_s"],
-            "latency_s": {
-                "mean": row["latency_mean_s"],
-                "p50": row["latency_p50_s"],
-                "p95": row["latency_p95_s"],
-                "p99": row["latency_p99_s"],
-            },
-            # tokens of the successes over the time the successes took (the seed's tok/s)
-            "output_tokens_per_s": (tokens / span) if span and tokens else None,
-        }
-        # the balancer is judged on what it chose, not on what survived the choice: a
-        # request sent to an instance that was down is still the balancer's pick of it
-        run["balance"] = balance(routed)
-        runs.append(run)
+        runs.append(
+            Step(
+                index=row["step"],
+                run=row["run"],
+                warmup=row["warmup"],
+                # what the tester ran where it says so, else the requests the step sent together
+                concurrency=row["configured"] if row["configured"] is not None else row["sent"],
+                started_at=row["started_at"],
+                ended_at=row["ended_at"],
+                sent=row["sent"],
+                succeeded=row["succeeded"],
+                failed=row["failed"],
+                unreached=row["unreached"],
+                unknown=row["unknown"],
+                reached_unseen=row["reached_unseen"],
+                outcome_unknown=row["outcome_unknown"],
+                per_instance=per_instance,
+                per_instance_uncertain=uncertain,
+                served_by=served_by,
+                retried=row["retried"],
+                per_upstream=per_upstream,
+                routed=routed,
+                contaminated=(overlap is not None or (row["run"], row["step"]) in busy)
+                and not row["warmup"],
+                overlap_s=overlap,
+                busy_at_start=busy.get((row["run"], row["step"])),
+                timeout_s=row["timeout_s"],
+                rest_before_s=row["rest_before_s"],
+                latency_s=Latency(
+                    row["latency_mean_s"],
+                    row["latency_p50_s"],
+                    row["latency_p95_s"],
+                    row["latency_p99_s"],
+                ),
+                # tokens of the successes over the time the successes took (the seed's tok/s)
+                output_tokens_per_s=(tokens / span) if span and tokens else None,
+                # the balancer is judged on what it chose, not on what survived the choice: a
+                # request sent to an instance that was down is still the balancer's pick of it
+                balance=balance(routed),
+                failures=failures,
+            )
+        )
     return runs
 
 
-def capacity(step_runs: list[dict]) -> dict:
+def capacity(step_runs: list[Step]) -> Capacity:
     """The seed's table read off: where the service stops coping as concurrency rises."""
-    steps = sorted((r for r in step_runs if not r["warmup"]), key=lambda r: r["concurrency"])
-    clean = [r["concurrency"] for r in steps if r["failed"] == 0 and not r["contaminated"]]
-    failing = [r["concurrency"] for r in steps if r["failed"] > 0]
+    steps = sorted((r for r in step_runs if not r.warmup), key=lambda r: r.concurrency)
+    clean = [r.concurrency for r in steps if r.failed == 0 and not r.contaminated]
+    failing = [r.concurrency for r in steps if r.failed > 0]
     plateau = None
     for prev, cur in zip(steps, steps[1:], strict=False):
-        a, b = prev["output_tokens_per_s"], cur["output_tokens_per_s"]
-        if a and b and cur["concurrency"] > prev["concurrency"] and b < a * 1.1:
-            plateau = prev["concurrency"]
+        a, b = prev.output_tokens_per_s, cur.output_tokens_per_s
+        if a and b and cur.concurrency > prev.concurrency and b < a * 1.1:
+            plateau = prev.concurrency
             break
-    return {
-        "max_concurrency_all_ok": max(clean) if clean else None,
-        "failures_begin_at": min(failing) if failing else None,
-        "throughput_plateau_at": plateau,
-    }
+    return Capacity(max(clean) if clean else None, min(failing) if failing else None, plateau)
 
 
-def tester_figures(summaries: list[dict], step_runs: list[dict]) -> list[dict]:
+def tester_figures(summaries: list[dict], step_runs: list[Step]) -> list[dict]:
     """The tester's own figures for each step beside the ones the logs give.
 
     A summary (GuideLLM's report, AIPerf's aggregates, a tester's console)
@@ -423,18 +439,16 @@ def tester_figures(summaries: list[dict], step_runs: list[dict]) -> list[dict]:
     a tester that counts fewer requests than it sent, or a log that lost some,
     shows here.
     """
-    measured = [r for r in step_runs if not r["warmup"]]
+    measured = [r for r in step_runs if not r.warmup]
     out = []
     for summary in summaries:
         if summary.get("phase") == "warmup" or summary.get("concurrency") is None:
             continue
-        at_level = [r for r in measured if r["concurrency"] == summary["concurrency"]]
+        at_level = [r for r in measured if r.concurrency == summary["concurrency"]]
         run = at_level[0] if len(at_level) == 1 else None
         theirs = {k: summary.get(k) for k in ("sent", "ok", "failed")}
         ours = (
-            None
-            if run is None
-            else {"sent": run["sent"], "ok": run["succeeded"], "failed": run["failed"]}
+            None if run is None else {"sent": run.sent, "ok": run.succeeded, "failed": run.failed}
         )
         agree = None
         if ours is not None:
@@ -445,7 +459,7 @@ def tester_figures(summaries: list[dict], step_runs: list[dict]) -> list[dict]:
                 "tester": summary.get("tester"),
                 "strategy": summary.get("strategy"),
                 "concurrency": summary["concurrency"],
-                "step": None if run is None else run["index"],
+                "step": None if run is None else run.index,
                 "theirs": theirs,
                 "ours": ours,
                 "agree": agree,

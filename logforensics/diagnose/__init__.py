@@ -8,9 +8,10 @@ read: `facts`; the numbers they compare against: `thresholds`.
 from logforensics.diagnose.evidence import Evidence, Rule, RuleResult, Signal
 from logforensics.diagnose.findings import Finding
 from logforensics.diagnose.thresholds import Thresholds
-from logforensics.diagnose.verdict import RULES, Secondary, Verdict, diagnose
+from logforensics.diagnose.verdict import RULES, Secondary, Verdict, cause_words, diagnose
 
 __all__ = [
+    "cause_words",
     "RULES",
     "Evidence",
     "Finding",

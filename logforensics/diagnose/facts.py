@@ -114,7 +114,7 @@ class Facts:
     instances: list[str]
     coverage: dict[str, tuple[dt.datetime, dt.datetime]]
     upstream_instances: dict[str, str]  # proxy upstream address → instance
-    runs: list[dict]
+    runs: list[model.Step]
 
     @property
     def sent(self) -> int:
@@ -155,7 +155,7 @@ def build(
     instances: list[str],
     pad_s: float,
     coverage: dict[str, tuple[dt.datetime, dt.datetime]] | None = None,
-    runs: list[dict] | None = None,
+    runs: list[model.Step] | None = None,
     upstreams: dict[str, str | None] | None = None,
 ) -> Facts:
     shift = pl.duration(microseconds=int(round(offset_s * 1e6)))

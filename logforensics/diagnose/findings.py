@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -11,11 +11,4 @@ class Finding:
     detail: str
     severity: str = "warning"  # info | warning
     advice: str | None = None  # what to do about it, in a reader's words
-
-    def to_dict(self) -> dict:
-        return {
-            "kind": self.kind,
-            "detail": self.detail,
-            "severity": self.severity,
-            "advice": self.advice,
-        }
+    sources: list[str] = field(default_factory=list)  # file:line it cites, if any

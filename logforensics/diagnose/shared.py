@@ -13,6 +13,7 @@ import polars as pl
 from logforensics.diagnose.evidence import SHARED, Evidence, Signal
 from logforensics.diagnose.facts import Facts, labels
 from logforensics.diagnose.thresholds import Thresholds
+from logforensics.model import Step
 
 REACHED = Signal(
     "failures_reached_an_instance",
@@ -49,24 +50,24 @@ def reached(facts: Facts, t: Thresholds) -> list[Evidence]:
     return [REACHED.fired(f"{got.height}/{facts.failed}", t, labels(got))]
 
 
-def capacity(runs: list[dict], t: Thresholds) -> list[Evidence]:
+def capacity(runs: list[Step], t: Thresholds) -> list[Evidence]:
     """Across steps: latency grows with concurrency, throughput stops growing."""
-    steps = [r for r in runs if not r["warmup"] and r["latency_s"]["p50"] is not None]
+    steps = [r for r in runs if not r.warmup and r.latency_s.p50 is not None]
     out = []
     if len(steps) < 2:
         return out
     first, last = steps[0], steps[-1]
-    p50a, p50b = first["latency_s"]["p50"], last["latency_s"]["p50"]
+    p50a, p50b = first.latency_s.p50, last.latency_s.p50
     growth = p50b / p50a if p50a else None
-    if growth and last["concurrency"] > first["concurrency"] and growth >= t.latency_growth:
+    if growth and last.concurrency > first.concurrency and growth >= t.latency_growth:
         out.append(
             LATENCY.fired(
-                f"P50 {p50a:.2f} s at {first['concurrency']} → {p50b:.2f} s at "
-                f"{last['concurrency']} (×{growth:.1f})",
+                f"P50 {p50a:.2f} s at {first.concurrency} → {p50b:.2f} s at "
+                f"{last.concurrency} (×{growth:.1f})",
                 t,
             )
         )
-    tps = [(r["concurrency"], r["output_tokens_per_s"]) for r in steps if r["output_tokens_per_s"]]
+    tps = [(r.concurrency, r.output_tokens_per_s) for r in steps if r.output_tokens_per_s]
     if len(tps) >= 3:
         (c1, t1), (c2, t2) = tps[-2], tps[-1]
         if c2 >= (1 + t.plateau_load_growth) * c1 and t2 <= (1 + t.throughput_plateau) * t1:

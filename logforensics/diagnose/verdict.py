@@ -29,7 +29,7 @@ from logforensics.diagnose.evidence import DISCRIMINATING, Evidence, Rule, RuleR
 from logforensics.diagnose.facts import Facts, build, span_text
 from logforensics.diagnose.findings import Finding
 from logforensics.diagnose.thresholds import Thresholds
-from logforensics.model import Bottleneck
+from logforensics.model import Bottleneck, Step
 
 RULES: tuple[Rule, ...] = (
     instance_failure.RULE,
@@ -101,7 +101,7 @@ def diagnose(
     offset_s: float,
     instances: list[str],
     t: Thresholds,
-    runs: list[dict] | None = None,
+    runs: list[Step] | None = None,
     coverage: dict[str, tuple[dt.datetime, dt.datetime]] | None = None,
     upstreams: dict[str, str | None] | None = None,
 ) -> Verdict:
@@ -232,6 +232,16 @@ def _confidence(result: RuleResult, corroboration: list[Evidence]) -> float:
 def _ordered(evidence: list[Evidence]) -> list[Evidence]:
     """Discriminating first, then by weight."""
     return sorted(evidence, key=lambda e: (e.role != DISCRIMINATING, -e.weight))
+
+
+def cause_words(bottleneck: str) -> str:
+    """A verdict's value in the words its rule's headline uses, inside a sentence."""
+    rule = (
+        BY_CAUSE.get(Bottleneck(bottleneck))
+        if bottleneck in Bottleneck._value2member_map_
+        else None
+    )
+    return _in_sentence(rule.headline) if rule else bottleneck.replace("_", " ")
 
 
 def _in_sentence(headline: str) -> str:

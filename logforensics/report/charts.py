@@ -52,7 +52,7 @@ STYLE = {
 }
 
 
-def _data_uri(fig, tight: bool = True) -> str:
+def data_uri(fig, tight: bool = True) -> str:
     buf = io.BytesIO()
     if tight:
         fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", pad_inches=0.08)
@@ -174,7 +174,7 @@ def timeline(series: TimelineSeries, narrow: bool = False) -> dict:
             ncol=3,
             frameon=False,
         )
-        return {"uri": _data_uri(fig, tight=False), "note": note}
+        return {"uri": data_uri(fig, tight=False), "note": note}
 
 
 def _proxy_error_bins(ax, bins: Bins, shade: np.ndarray, lanes: int) -> None:
@@ -289,7 +289,7 @@ def engine_state(series: EngineSeries, narrow: bool = False) -> dict:
             if series.reduced_to_s
             else None
         )
-        return {"uri": _data_uri(fig, tight=False), "note": note}
+        return {"uri": data_uri(fig, tight=False), "note": note}
 
 
 def capacity(series: CapacitySeries, narrow: bool = False) -> dict:
@@ -315,7 +315,7 @@ def capacity(series: CapacitySeries, narrow: bool = False) -> dict:
             ax.set_xlabel("concurrent requests")
             ax.grid(alpha=0.3)
         fig.tight_layout(w_pad=1.5, h_pad=1.0)
-        return {"uri": _data_uri(fig), "note": None}
+        return {"uri": data_uri(fig), "note": None}
 
 
 def balance(series: BalanceSeries, narrow: bool = False) -> dict:
@@ -347,4 +347,4 @@ def balance(series: BalanceSeries, narrow: bool = False) -> dict:
             frameon=False,
         )
         ax.grid(axis="y", alpha=0.3)
-        return {"uri": _data_uri(fig), "note": None}
+        return {"uri": data_uri(fig), "note": None}

@@ -20,9 +20,12 @@ import polars as pl
 
 from logforensics import __version__
 from logforensics.analysis import Analysis
+from logforensics.model import Step
 from logforensics.report import ledger as hop_ledger
+from logforensics.report.jsonout import FORMAT_VERSION
 from logforensics.report.lines import CitedLine, read_cited_lines, split_source
 from logforensics.report.series import ChartSeries, chart_series
+from logforensics.report.summary import Quote, Summary, summarize
 
 EVIDENCE_LINES = 3  # lines quoted under an evidence item; the rest are counted
 EVIDENCE_CANDIDATES = 4  # per cited file, its first sources tried for text (records have none)
@@ -237,14 +240,14 @@ class FailedRequests:
 
 @dataclass
 class ReportData:
-    contract: dict  # the JSON report (README "JSON output")
+    summary: Summary  # what the report states (the JSON report is its rendering)
     headline: str
     confidence_pct: int
     redacted: bool
     root: str
     evidence: list[EvidenceItem]
     findings: list[FindingItem]
-    steps: list[dict]  # measured steps as in the contract
+    steps: list[Step]  # measured steps
     tester_figures: list[dict]  # the tester's own figures beside the logs' (contract)
     step_dates: list[str]
     instances: list[str]
@@ -282,50 +285,43 @@ def _quote(line: CitedLine, root: str) -> Quoted:
     return Quoted(f"{relative(line.path, root)}:{line.line}", line.text)
 
 
-def _evidence(
-    analysis: Analysis, contract: dict, texts: dict[str, CitedLine], root: str
-) -> list[EvidenceItem]:
-    items = []
-    for e, d in zip(analysis.verdict.evidence, contract["verdict"]["evidence"], strict=True):
-        quoted = [texts[s] for s in quote_candidates(e.sources) if s in texts][:EVIDENCE_LINES]
-        d["lines"] = [q.to_dict() for q in quoted]
-        d["more_lines"] = len(e.sources) - len(quoted)
-        items.append(
-            EvidenceItem(
-                signal=e.signal,
-                title=e.title,
-                role=e.role,
-                value=d["value"],
-                threshold=pretty_threshold(e.threshold),
-                sources=group_sources(e.sources, root),
-                lines=[_quote(q, root) for q in quoted],
-                more_lines=len(e.sources) - len(quoted),
-            )
+def _quoted(q: Quote, root: str) -> Quoted:
+    return Quoted(relative(q.source, root), q.text)
+
+
+def _evidence(summary: Summary, root: str) -> list[EvidenceItem]:
+    return [
+        EvidenceItem(
+            signal=e.signal,
+            title=e.title,
+            role=e.role,
+            value=e.value,
+            threshold=pretty_threshold(e.threshold),
+            sources=group_sources(e.sources, root),
+            lines=[_quoted(q, root) for q in e.lines],
+            more_lines=e.more_lines,
         )
-    return items
+        for e in summary.verdict.evidence
+    ]
 
 
-def _findings(contract: dict, texts: dict[str, CitedLine], root: str) -> list[FindingItem]:
+def _findings(summary: Summary, root: str) -> list[FindingItem]:
     advised: set[str] = set()
     out = []
-    for f in contract["findings"]:
-        sources = f.get("sources") or []
-        quoted = [texts[s] for s in quote_candidates(sources) if s in texts][:EVIDENCE_LINES]
-        if sources:
-            f["lines"] = [q.to_dict() for q in quoted]
+    for f in summary.findings:
         out.append(
             FindingItem(
-                kind=f["kind"],
-                title=f["kind"].replace("_", " "),
-                detail=f["detail"].replace(root, "") if root else f["detail"],
-                severity=f["severity"],
-                advice=f.get("advice"),
-                show_advice=bool(f.get("advice")) and f["kind"] not in advised,
-                lines=[_quote(q, root) for q in quoted],
-                more_lines=len(sources) - len(quoted),
+                kind=f.kind,
+                title=f.kind.replace("_", " "),
+                detail=f.detail.replace(root, "") if root else f.detail,
+                severity=f.severity,
+                advice=f.advice,
+                show_advice=bool(f.advice) and f.kind not in advised,
+                lines=[_quoted(q, root) for q in f.lines],
+                more_lines=len(f.sources) - len(f.lines),
             )
         )
-        advised.add(f["kind"])
+        advised.add(f.kind)
     return out
 
 
@@ -581,8 +577,7 @@ def build_report(
     `ledger` is the full hop ledger when the caller built it (for --ledger);
     otherwise only the failed requests' rows are built.
     """
-    contract = analysis.to_dict()
-    root = common_root([f["path"] for f in contract["inputs"]])
+    root = common_root([f.path for f in analysis.inputs])
     failed = (
         ledger.filter(hop_ledger.NOT_OK_ROW)
         if ledger is not None
@@ -593,33 +588,31 @@ def build_report(
     texts = read_cited_lines(
         [
             *(s for e in analysis.verdict.evidence for s in quote_candidates(e.sources)),
-            *(s for f in contract["findings"] for s in quote_candidates(f.get("sources") or [])),
+            *(s for f in analysis.findings for s in quote_candidates(f.sources)),
             *_cited(shown_rows),
         ],
         {f.path for f in analysis.inputs if f.format},
         analysis.redact_text,
     )
-    contract["ledger"] = _json_ledger(failed, ledger_path)
-    evidence = _evidence(analysis, contract, texts, root)
-    verdict = contract["verdict"]
-    steps = [r for r in contract["runs"] if not r["warmup"]]
+
+    def quotes(sources: list[str]) -> tuple[list[Quote], int]:
+        quoted = [texts[s] for s in quote_candidates(sources) if s in texts][:EVIDENCE_LINES]
+        return [Quote(q.source, q.text) for q in quoted], len(sources) - len(quoted)
+
+    summary = summarize(analysis, quotes, _json_ledger(failed, ledger_path), FORMAT_VERSION)
+    steps = summary.measured
     return ReportData(
-        contract=contract,
-        headline=HEADLINES.get(verdict["bottleneck"], verdict["bottleneck"]),
-        confidence_pct=int(round(verdict["confidence"] * 100)),
-        redacted=any(f["kind"] == "redacted" for f in contract["findings"]),
+        summary=summary,
+        headline=HEADLINES.get(summary.verdict.bottleneck, summary.verdict.bottleneck),
+        confidence_pct=int(round(summary.verdict.confidence * 100)),
+        redacted=any(f.kind == "redacted" for f in summary.findings),
         root=root,
-        evidence=evidence,
-        findings=_findings(contract, texts, root),
+        evidence=_evidence(summary, root),
+        findings=_findings(summary, root),
         steps=steps,
-        tester_figures=[f for f in contract["tester_figures"] if f["ours"] is not None],
-        step_dates=sorted({r["started_at"][:10] for r in steps if r["started_at"]}),
+        tester_figures=[f for f in summary.tester_figures if f["ours"] is not None],
+        step_dates=sorted({r.started_at.date().isoformat() for r in steps if r.started_at}),
         instances=analysis.instances,
         failed=_failed_requests(analysis, failed, shown_rows, groups, texts, root, ledger_path),
         charts=chart_series(analysis),
     )
-
-
-def as_report(report: ReportData | Analysis) -> ReportData:
-    """A renderer's input: the report data, built here from an Analysis if given one."""
-    return report if isinstance(report, ReportData) else build_report(report)

@@ -13,14 +13,14 @@ import datetime as dt
 
 import jinja2
 
-from logforensics.analysis import Analysis
-from logforensics.report.data import ReportData, as_report, relative
+from logforensics.report.data import ReportData, relative
 from logforensics.report.series import ChartSeries
 
 MAX_ROWS = 200  # rows per table; the rest is counted, not shown
 MAX_TEXT = 400  # characters of one log text
 
-_env = jinja2.Environment(
+# the report's templates and filters (the comparison's page uses them too)
+ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("logforensics", "report/templates"),
     autoescape=True,  # prompts and log lines can hold <script>
     undefined=jinja2.StrictUndefined,
@@ -80,11 +80,11 @@ def _clip(value, limit: int = MAX_TEXT) -> str:
     )
 
 
-_env.filters["t"] = _fmt_time
-_env.filters["n"] = _fmt_num
-_env.filters["v"] = _fmt_value
-_env.filters["pct"] = _fmt_pct
-_env.filters["clip"] = _clip
+ENV.filters["t"] = _fmt_time
+ENV.filters["n"] = _fmt_num
+ENV.filters["v"] = _fmt_value
+ENV.filters["pct"] = _fmt_pct
+ENV.filters["clip"] = _clip
 
 CHART_CAPTIONS = {
     "timeline": (
@@ -149,14 +149,13 @@ def draw_charts(series: ChartSeries) -> dict[str, dict | None]:
     return out
 
 
-def render_html(report: ReportData | Analysis) -> str:
-    r = as_report(report)
-    a = r.contract
+def render_html(r: ReportData) -> str:
+    summary = r.summary
     warnings = [f for f in r.findings if f.severity != "info"]
     infos = [f for f in r.findings if f.severity == "info"]
-    return _env.get_template("report.html.j2").render(
+    return ENV.get_template("report.html.j2").render(
         report=r,
-        a=a,
+        summary=summary,
         evidence=r.evidence[:3],
         more_evidence=r.evidence[3:],
         steps=r.steps[:MAX_ROWS],
@@ -165,10 +164,10 @@ def render_html(report: ReportData | Analysis) -> str:
         warnings_total=len(warnings),
         infos=infos[:MAX_ROWS],
         infos_total=len(infos),
-        inputs=a["inputs"][:MAX_ROWS],
+        inputs=summary.inputs[:MAX_ROWS],
         short=lambda p: relative(p, r.root),
         offset_text=_offset_text,
-        errors=a["errors"][:MAX_ROWS],
+        errors=summary.errors[:MAX_ROWS],
         charts=draw_charts(r.charts),
         captions=CHART_CAPTIONS,
     )

@@ -29,6 +29,7 @@ import polars as pl
 from logforensics import model
 from logforensics.analysis import Analysis
 from logforensics.correlate.attribute import clock_disputed
+from logforensics.correlate.reach import client_outcome, failed_at
 
 SOURCE_COLUMNS = ("client_source", "proxy_source", "instance_source")
 SOURCE_LIST_COLUMNS = ("proxy_error_sources", "engine_sources")
@@ -47,22 +48,6 @@ FAILED_AT = {
 # in the requests frame, and in the ledger
 NOT_OK = ~pl.col("warmup") & ~pl.col("ok").fill_null(False)
 NOT_OK_ROW = ~pl.col("warmup") & ~pl.col("client_ok").fill_null(False)
-
-
-def client_outcome(columns: list[str]) -> pl.Expr:
-    """The correlation stage's outcome class where it gave one, else a coarse class of our own."""
-    coarse = (
-        pl.when(pl.col("ok"))
-        .then(pl.lit("ok"))
-        .when(pl.col("http_status") >= 400)
-        .then(pl.format("http_{}", pl.col("http_status")))
-        .when(pl.col("error").is_not_null() | (pl.col("ok") == False))  # noqa: E712 (null stays out)
-        .then(pl.lit("error"))
-        .otherwise(pl.lit("unknown"))
-    )
-    return (pl.coalesce("outcome", coarse) if "outcome" in columns else coarse).alias(
-        "client_outcome"
-    )
 
 
 REACHED_BY = ("reached_instance", "instance", "proxy_instance")  # what correlation named
@@ -156,18 +141,6 @@ def build_ledger(analysis: Analysis, which: pl.Expr | None = None) -> pl.DataFra
         .then(pl.coalesce(*(c for c in REACHED_BY if c in joined.columns), "proxy_upstream"))
         .alias("reached_instance")
     )
-    failed_at = (
-        pl.when(pl.col("ok").fill_null(False))
-        .then(pl.lit(None, dtype=pl.Utf8))
-        .when(pl.col("proxy_delivery") == "refused")
-        .then(pl.lit("proxy"))
-        .when(pl.col("reach") == "reached")
-        .then(pl.lit("instance"))
-        .when(pl.col("reach") == "unreached")
-        .then(pl.lit("before_instance"))
-        .otherwise(pl.lit("unknown"))
-        .alias("failed_at")
-    )
     # an ambiguous clock's two offsets placed it at different instances: both, best's first
     clock_candidates = (
         pl.when(clock_disputed(joined))
@@ -220,7 +193,7 @@ def build_ledger(analysis: Analysis, which: pl.Expr | None = None) -> pl.DataFra
         "reach",
         reached_instance,
         "reach_witness",
-        failed_at,
+        failed_at(),
     ).sort("client_sent_at", "client_source", nulls_last=True, maintain_order=True)
 
 

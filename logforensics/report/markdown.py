@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from logforensics.analysis import Analysis
-from logforensics.report.data import EvidenceItem, ReportData, as_report
+from logforensics.model import Step, as_json
+from logforensics.report.data import EvidenceItem, ReportData
 
 MAX_STEPS = 30
 MAX_FINDINGS = 10
@@ -21,23 +21,25 @@ MAX_TEXT = 300
 INDENT = "   "  # a fenced block inside a numbered list item
 
 
-def reached_cell(step: dict, name: str) -> str:
+def reached_cell(step: Step, name: str) -> str:
     """Requests that reached the instance (± those placed by time alone that could be another
     step's), and those the proxy sent it that it refused (a dead instance's): the balance is
     judged on both; or those that reached it and the proxy resent to another (a retry)."""
-    reached = step["per_instance"].get(name, 0)
-    refused = step["routed"].get(name, 0) - reached
-    unsure = (step.get("per_instance_uncertain") or {}).get(name, 0)
+    reached = step.per_instance.get(name, 0)
+    refused = step.routed.get(name, 0) - reached
+    unsure = step.per_instance_uncertain.get(name, 0)
     count = f"{reached} ± {unsure}" if unsure else str(reached)
     if refused > 0:
         return f"{count} (+{refused} refused)"
     return f"{count} ({-refused} resent elsewhere)" if refused < 0 else count
 
 
-def _escape(text: str) -> str:
+def escape(text: str, limit: int | None = MAX_TEXT) -> str:
+    """Markdown-safe text on one line, clipped at `limit` (log text: long; the tool's own
+    sentences: never clipped); shared with the comparison's Markdown."""
     text = " ".join(str(text).split())  # no newline may end a table row or a list item
-    if len(text) > MAX_TEXT:
-        text = text[:MAX_TEXT] + " …"
+    if limit is not None and len(text) > limit:
+        text = text[:limit] + " …"
     # `<` only where it could open a tag: "<script>" is shown, "KV < 50%" stays as written
     return re.sub(r"<(?=[A-Za-z/!?])", r"\\<", text.replace("|", "\\|"))
 
@@ -49,7 +51,7 @@ def _cell(value) -> str:
         return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.2f}"
-    return _escape(value)
+    return escape(value)
 
 
 def _code(text: str) -> str:
@@ -84,25 +86,23 @@ def _fenced(item: EvidenceItem) -> list[str]:
     return ["", *block, ""]
 
 
-def render_markdown(report: ReportData | Analysis) -> str:
-    r = as_report(report)
-    d = r.contract
-    v = d["verdict"]
-    t = d["totals"]
+def render_markdown(r: ReportData) -> str:
+    v = r.summary.verdict
+    t = r.summary.totals
     lines = [
-        f"### {r.headline} (confidence {v['confidence']:.0%})",
+        f"### {r.headline} (confidence {v.confidence:.0%})",
         "",
-        _escape(v["summary"]),
+        escape(v.summary),
         "",
-        f"**{t['sent']}** sent · **{t['succeeded']}** ok · **{t['failed']}** failed · "
-        f"**{t['unreached']}** never reached an instance"
-        + (f" · **{t['unknown']}** of unknown reach" if t.get("unknown") else "")
+        f"**{t.sent}** sent · **{t.succeeded}** ok · **{t.failed}** failed · "
+        f"**{t.unreached}** never reached an instance"
+        + (f" · **{t.unknown}** of unknown reach" if t.unknown else "")
         + (
-            f" · **{t['reached_unseen']}** served by an instance whose log is missing"
-            if t.get("reached_unseen")
+            f" · **{t.reached_unseen}** served by an instance whose log is missing"
+            if t.reached_unseen
             else ""
         )
-        + (f" · **{t['retried']}** retried by the proxy" if t.get("retried") else ""),
+        + (f" · **{t.retried}** retried by the proxy" if t.retried else ""),
         "",
     ]
     if r.evidence:
@@ -110,7 +110,7 @@ def render_markdown(report: ReportData | Analysis) -> str:
         for k, e in enumerate(r.evidence[:3], start=1):
             src = _sources(e)
             lines.append(
-                f"{k}. {_escape(e.title)}: **{_cell(e.value)}** (threshold {_escape(e.threshold)})"
+                f"{k}. {escape(e.title)}: **{_cell(e.value)}** (threshold {escape(e.threshold)})"
                 + (f" — {src}" if src else "")
             )
             if e.lines:
@@ -133,16 +133,16 @@ def render_markdown(report: ReportData | Analysis) -> str:
         lines.append("| " + " | ".join(_cell(h) for h in head) + " |")
         lines.append("|" + "---|" * len(head))
         for s in r.steps[:MAX_STEPS]:
-            tps = s["output_tokens_per_s"]
+            tps = s.output_tokens_per_s
             row = [
-                s["index"],
-                s["sent"],
-                s["succeeded"],
-                s["failed"],
-                s["unreached"],
+                s.index,
+                s.sent,
+                s.succeeded,
+                s.failed,
+                s.unreached,
                 *[reached_cell(s, n) for n in r.instances],
-                s["latency_s"]["p50"],
-                s["latency_s"]["p95"],
+                s.latency_s.p50,
+                s.latency_s.p95,
                 None if tps is None else f"{tps:,.0f}",
             ]
             lines.append("| " + " | ".join(_cell(x) for x in row) + " |")
@@ -153,24 +153,24 @@ def render_markdown(report: ReportData | Analysis) -> str:
         lines += [f"**Failed requests** ({r.failed.total:,})", ""]
         for facet in r.failed.facets[:3]:
             counts = "; ".join(f"{text} × {n:,}" for _, text, n in facet.values[:8])
-            lines.append(f"- {facet.label}: {_escape(counts)}")
+            lines.append(f"- {facet.label}: {escape(counts)}")
         lines.append("")
     findings = [f for f in r.findings if f.severity != "info"]
     if findings:
         lines += ["**Findings**", ""]
         for f in findings[:MAX_FINDINGS]:
-            lines.append(f"- {f.title}: {_escape(f.detail)}")
+            lines.append(f"- {f.title}: {escape(f.detail)}")
         if len(findings) > MAX_FINDINGS:
             lines.append(f"- … and {len(findings) - MAX_FINDINGS} more in the full report")
         lines.append("")
-    if v["recommendations"]:
+    if v.recommendations:
         lines += ["**Next steps**", ""]
-        lines += [f"- {_escape(rec)}" for rec in v["recommendations"]]
+        lines += [f"- {escape(rec)}" for rec in v.recommendations]
         lines.append("")
-    if v.get("missing"):
-        lines += [f"_Collect next time: {_escape('; '.join(v['missing']))}._", ""]
+    if v.missing:
+        lines += [f"_Collect next time: {escape('; '.join(v.missing))}._", ""]
     lines.append(
-        f"_logforensics {r.version} · {d.get('generated_at')}"
+        f"_logforensics {r.version} · {as_json(r.summary.generated_at)}"
         + (" · redacted" if r.redacted else "")
         + "_"
     )

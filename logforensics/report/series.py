@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 
 from logforensics.analysis import Analysis
+from logforensics.model import Step
 
 UNREACHED_LANE = "never reached an instance"
 UNKNOWN_LANE = "unknown"
@@ -368,31 +369,31 @@ def _nan(value) -> float:
     return float("nan") if value is None else float(value)
 
 
-def capacity(step_runs: list[dict]) -> CapacitySeries | None:
+def capacity(step_runs: list[Step]) -> CapacitySeries | None:
     steps = sorted(
-        (r for r in step_runs if not r["warmup"] and r["sent"]),
-        key=lambda r: (r["concurrency"], r["index"]),
+        (r for r in step_runs if not r.warmup and r.sent),
+        key=lambda r: (r.concurrency, r.index),
     )
     if len(steps) < 2:
         return None
     return CapacitySeries(
-        concurrency=[r["concurrency"] for r in steps],
-        success_pct=[100 * r["succeeded"] / r["sent"] for r in steps],
-        p50_s=[_nan(r["latency_s"]["p50"]) for r in steps],
-        p95_s=[_nan(r["latency_s"]["p95"]) for r in steps],
-        output_tokens_per_s=[_nan(r["output_tokens_per_s"]) for r in steps],
+        concurrency=[r.concurrency for r in steps],
+        success_pct=[100 * r.succeeded / r.sent for r in steps],
+        p50_s=[_nan(r.latency_s.p50) for r in steps],
+        p95_s=[_nan(r.latency_s.p95) for r in steps],
+        output_tokens_per_s=[_nan(r.output_tokens_per_s) for r in steps],
     )
 
 
-def balance(step_runs: list[dict], instances: list[str]) -> BalanceSeries | None:
-    steps = [r for r in step_runs if not r["warmup"]]
+def balance(step_runs: list[Step], instances: list[str]) -> BalanceSeries | None:
+    steps = [r for r in step_runs if not r.warmup]
     if not steps or len(instances) < 2:
         return None
     return BalanceSeries(
         instances=instances,
-        steps=[(r["index"], r["sent"]) for r in steps],
-        served={n: [r["per_instance"].get(n, 0) for r in steps] for n in instances},
-        even=[sum(r["per_instance"].values()) / len(instances) for r in steps],
+        steps=[(r.index, r.sent) for r in steps],
+        served={n: [r.per_instance.get(n, 0) for r in steps] for n in instances},
+        even=[sum(r.per_instance.values()) / len(instances) for r in steps],
     )
 
 
