@@ -500,3 +500,54 @@ def test_failed_requests_filter_and_read_without_scripts(browser, hop_report):
     finally:
         browser.page("Emulation.setScriptExecutionDisabled", value=False)
     assert plain["rows"] == counts["total"] and not plain["filters"]
+
+
+# ------------------------------------------------------------------ the comparison page
+
+
+@pytest.fixture(scope="module")
+def compare_url(tmp_path_factory) -> str:
+    """The write-up's own comparison, recorded: one instance against two behind proxy.py."""
+    from click.testing import CliRunner
+
+    from logforensics.cli import cli
+    from tests.conftest import RECORDINGS
+
+    out = tmp_path_factory.mktemp("compare") / "compare-seed.html"
+    pair = RECORDINGS / "compare-seed"
+    result = CliRunner().invoke(
+        cli,
+        ["compare", str(pair / "one-instance"), str(pair / "two-instances"),
+         "--change", "the <b>second</b> instance", "-o", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return out.as_uri()
+
+
+@pytest.mark.parametrize(("width", "height", "mobile"), [(390, 844, True), (1280, 800, False)])
+def test_comparison_in_a_real_browser(browser, compare_url, width, height, mobile):
+    facts = _load(browser, compare_url, width, height, mobile)
+    errors, requests = _problems(browser)
+    assert errors == [], "console errors"
+    assert [u for u in requests if u != compare_url and not u.startswith("data:")] == []
+    # the user's --change is text, not markup
+    assert "Did the <b>second</b> instance help?" in facts["verdict_text"]
+    assert "did not measurably raise capacity" in facts["verdict_text"]
+    assert facts["verdict_top"] >= 0 and facts["verdict_bottom"] <= height
+    assert len(facts["images"]) == 2  # the capacity curves and the paired split
+    for img in facts["images"]:
+        assert img["data"] and img["complete"] and img["natural"] > 0, img
+        assert 0 < img["shown"] <= width, img
+        assert img["narrow"] == (width <= 600), "phones get the narrow chart layout"
+    assert facts["page_width"] <= width, facts["wide"]
+    assert _screenshot(browser, f"compare-seed-{width}.png", width, mobile).stat().st_size > 10_000
+
+
+def test_comparison_prints_within_the_page(browser, compare_url):
+    a4_css_px = 718
+    facts = _load(browser, compare_url, a4_css_px, 1000, False, media="print")
+    for img in facts["images"]:
+        assert img["natural"] > 0 and 0 < img["shown"] <= a4_css_px, img
+    assert facts["page_width"] <= a4_css_px, facts["wide"]
+    pdf = browser.page("Page.printToPDF", printBackground=True, preferCSSPageSize=True)
+    assert base64.b64decode(pdf["data"]).startswith(b"%PDF")

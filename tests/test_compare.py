@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -306,3 +307,122 @@ def test_a_gate_that_holds_exits_3(tmp_path):
     )  # fmt: skip
     assert result.exit_code == 3, result.output
     assert "fail-on: bottleneck_changed" in result.output
+
+
+# ------------------------------------------------------------------ the recorded pairs
+
+
+def pair_truth(pair: str) -> tuple[dict, dict[str, dict[int, dict]]]:
+    """A recorded pair's COMPARE.json, and each side's step counts summed over its runs'
+    TRUTH.json (counted from the raw files by the lab's scripts, never by this tool)."""
+    folder = RECORDINGS / pair
+    truth = json.loads((folder / "COMPARE.json").read_text())
+    sums: dict[str, dict[int, dict]] = {}
+    for side in ("baseline", "candidate"):
+        steps = sums.setdefault(side, {})
+        for name in truth[side]:
+            for s in json.loads((folder / name / "TRUTH.json").read_text())["steps"]:
+                into = steps.setdefault(
+                    s["concurrency"], dict.fromkeys(("sent", "ok", "failed", "unreached"), 0)
+                )
+                for key in into:
+                    into[key] += s[key]
+    return truth, sums
+
+
+def compare_pair(pair: str, out: Path, change: str) -> dict:
+    """`logforensics compare` on a recorded pair's run folders, every output written."""
+    truth, _ = pair_truth(pair)
+    args = ["compare", "--change", change, "-o", str(out / "c.html"), "--json",
+            str(out / "c.json"), "--md", str(out / "c.md")]  # fmt: skip
+    for side in ("baseline", "candidate"):
+        for name in truth[side]:
+            args += [f"--{side}", str(RECORDINGS / pair / name)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    return json.loads((out / "c.json").read_text())
+
+
+def assert_steps_match_the_truth(got: dict, sums: dict) -> None:
+    for side in ("baseline", "candidate"):
+        counted = {
+            p["key"]: {"sent": p[side]["sent"], "ok": p[side]["succeeded"],
+                       "failed": p[side]["failed"], "unreached": p[side]["unreached"]}
+            for p in got["steps"]
+        }  # fmt: skip
+        assert counted == sums[side], side
+
+
+def test_the_write_ups_comparison_recorded_one_instance_against_two(tmp_path):
+    truth, sums = pair_truth("compare-seed")
+    got = compare_pair("compare-seed", tmp_path, "the second instance")
+    assert got["format_version"] == 1 and got["steps_by"] == truth["steps_by"]
+    assert (got["baseline"]["bottleneck"], got["candidate"]["bottleneck"]) == ("front_proxy",) * 2
+    assert got["bottleneck_change"] == truth["bottleneck"]["change"] == "unchanged"
+    assert_steps_match_the_truth(got, sums)
+    twenty = sums["baseline"][20]["ok"], sums["candidate"][20]["ok"]
+    assert got["conclusion"][0] == (
+        "The second instance did not measurably raise capacity, and the bottleneck is still the "
+        f"front proxy: at 20 concurrent the baseline served {twenty[0]} of 20 and the candidate "
+        f"{twenty[1]} of 20 (a difference chance alone can give: Fisher's exact test, two-sided, "
+        f"p = {stats.fisher_exact(twenty[0], 20, twenty[1], 20):.2f}), and the failures died "
+        f"before any instance in both ({20 - twenty[0]}, then {20 - twenty[1]})."
+    )
+    # the new instance is named with its share: the seed's active-standby question answered
+    row = next(r for r in got["instances"] if r["name"] == "instance-2")
+    assert row["baseline"] is None and truth["instances_only_in"] == {"candidate": ["instance-2"]}
+    assert (row["candidate"]["requests"], row["candidate"]["share"]) == (15, 0.5)
+    assert got["conclusion"][1].startswith("instance-2, new in the candidate, took 15 requests")
+    md = (tmp_path / "c.md").read_text()
+    html = (tmp_path / "c.html").read_text()
+    assert got["conclusion"][0] in md
+    assert "| 20 | 6 / 20 | 14 | 14 | 14 never reached an instance | 8 / 20 | 12 | 12 |" in md
+    assert "the candidate 8 of 20 (a difference chance alone can give: Fisher&#39;s exact" in html
+
+
+def test_a_raised_proxy_limit_recorded_moves_the_bottleneck_into_the_engines(tmp_path):
+    truth, sums = pair_truth("compare-limit")
+    got = compare_pair("compare-limit", tmp_path, "the raised nginx limit")
+    assert got["bottleneck_change"] == truth["bottleneck"]["change"] == "moved"
+    assert (got["baseline"]["bottleneck"], got["candidate"]["bottleneck"]) == (
+        truth["bottleneck"]["baseline"],
+        truth["bottleneck"]["candidate"],
+    )
+    assert_steps_match_the_truth(got, sums)
+    sixteen = next(p for p in got["steps"] if p["key"] == 16)
+    assert sixteen["baseline"]["failures"]["proxy"] == sums["baseline"][16]["unreached"] == 12
+    assert sixteen["candidate"]["failures"]["at_instance"] == {"instance-1": 3, "instance-2": 4}
+    assert got["conclusion"][0].startswith(
+        "The raised nginx limit moved the bottleneck from the front proxy to the KV cache: at 16 "
+        "concurrent the baseline served 4 of 16 and the candidate 9 of 16"
+    )
+    assert got["conclusion"][0].endswith(
+        "and the failures went from 12 refused at the proxy to 3 client timeouts at instance-1 "
+        "(KV cache peak 100 %) and 4 at instance-2 (KV cache peak 100 %)."
+    )
+    assert got["conclusion"][0] in (tmp_path / "c.md").read_text()
+
+
+def test_three_runs_a_side_recorded_make_the_run_the_unit(tmp_path):
+    truth, sums = pair_truth("compare-reps")
+    got = compare_pair("compare-reps", tmp_path, "the doubled KV cache")
+    assert_steps_match_the_truth(got, sums)
+    assert got["bottleneck_change"] == truth["bottleneck"]["change"]
+    (step,) = got["steps"]
+    t = step["success"]
+    rates = {side: [] for side in ("baseline", "candidate")}
+    for side in rates:
+        for name in truth[side]:
+            (s,) = json.loads((RECORDINGS / "compare-reps" / name / "TRUTH.json").read_text())[
+                "steps"
+            ]
+            rates[side].append((s["ok"], s["sent"]))
+    want = stats.welch_interval(rates["baseline"], rates["candidate"])
+    assert t["test"] == stats.WELCH and t["p_value"] is None
+    assert t["interval"] == [pytest.approx(want.low), pytest.approx(want.high)]
+    assert t["delta"] == pytest.approx(34 / 36 - 24 / 36)  # 12 requests in every run
+    assert t["decision"] == stats.non_inferiority(want, 0.05) == "non-inferior"
+    assert want.low < 0 < want.high  # with three runs a side the gain is not significant
+    assert len(t["fragile"]) == 6  # three runs: dropping any one leaves 1 degree of freedom
+    assert "dropping any one run would change that" in got["conclusion"][0]
+    assert got["conclusion"][0].startswith("The doubled KV cache did not measurably raise capacity")

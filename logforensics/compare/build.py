@@ -216,6 +216,8 @@ def _instance_side(runs: list[Run], name: str) -> InstanceSide | None:
 
 
 def bottleneck_change(base: str, cand: str) -> str:
+    if "mixed" in (base, cand):
+        return "mixed"  # a side's runs disagree: no single change to name
     if base == cand:
         return "none" if base == "none" else "unchanged"
     if cand == "none":

@@ -75,7 +75,14 @@ def _judged(p: StepPair) -> str:
         )
         return f" ({chance}: {t.test}, p = {t.p_value:.2f})"
     lo, hi = t.interval
-    fragile = f"; dropping {', '.join(t.fragile)} would change that" if t.fragile else ""
+    every = len(t.fragile) == p.baseline.runs + p.candidate.runs
+    fragile = (
+        "; dropping any one run would change that"
+        if t.fragile and every
+        else f"; dropping {listed(t.fragile)} would change that"
+        if t.fragile
+        else ""
+    )
     return (
         f" (the candidate's success rate {t.delta * 100:+.1f} points, 95 % interval "
         f"{lo * 100:+.1f} to {hi * 100:+.1f}: {t.decision} at a "
@@ -140,6 +147,14 @@ def _where(c: Comparison, p: StepPair, t: Thresholds) -> str:
     return ""
 
 
+def _verdicts(c: Comparison) -> str:
+    """Each run's verdict, by side: "baseline a1 the KV cache, a2 none; candidate b1 none"."""
+    return "; ".join(
+        f"{side.name} " + ", ".join(f"{r.label} {noun(r.bottleneck)}" for r in side.runs)
+        for side in (c.baseline, c.candidate)
+    )
+
+
 def headline(c: Comparison, t: Thresholds) -> str | None:
     """What the change did: to the bottleneck and to capacity at the heaviest common load."""
     p = focus(c)
@@ -147,7 +162,9 @@ def headline(c: Comparison, t: Thresholds) -> str | None:
     steps = [q for q in c.steps if q.success]
     better, worse = any(map(_better, steps)), any(map(_worse, steps))
     base, cand = c.baseline.bottleneck, c.candidate.bottleneck
-    if c.bottleneck_change == "moved":
+    if c.bottleneck_change == "mixed":
+        what = f"The runs' verdicts differ ({_verdicts(c)}): no one change of bottleneck to name"
+    elif c.bottleneck_change == "moved":
         what = f"{s} moved the bottleneck from {noun(base)} to {noun(cand)}"
     elif c.bottleneck_change == "removed":
         what = f"{s} removed the bottleneck ({noun(base)})"
@@ -159,6 +176,10 @@ def headline(c: Comparison, t: Thresholds) -> str | None:
         what = f"{s} raised capacity, but the bottleneck is still {noun(base)}"
     elif worse and not better:
         what = f"{s} lowered capacity, and the bottleneck is still {noun(base)}"
+    elif p is not None and p.success and p.success.delta > 0:
+        what = f"{s} did not measurably raise capacity, and the bottleneck is still {noun(base)}"
+    elif p is not None and p.success and p.success.delta < 0:
+        what = f"{s} did not measurably lower capacity, and the bottleneck is still {noun(base)}"
     else:
         what = f"{s} did not raise capacity, and the bottleneck is still {noun(base)}"
     if p is None:

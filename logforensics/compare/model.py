@@ -113,7 +113,7 @@ class Comparison:
     change: str | None  # what was changed, in the user's words (--change)
     baseline: Side
     candidate: Side
-    bottleneck_change: str  # unchanged | moved | removed | appeared | none
+    bottleneck_change: str  # unchanged | moved | removed | appeared | none | mixed
     steps_by: str  # concurrency | order
     steps: list[StepPair]
     instances: list[InstanceRow]
