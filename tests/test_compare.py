@@ -168,6 +168,19 @@ def test_a_raised_proxy_limit_moved_the_bottleneck():
     assert held(["bottleneck_changed"], c) and not held(["regressed"], c)
 
 
+def test_runs_of_a_side_that_disagree_are_named_run_by_run_never_one_picked():
+    full = summary("kv_cache", [make_step(12, 12, 7)])
+    clean = summary("none", [make_step(12, 12, 12)])
+    c = build([run("a1", full), run("a2", full)], [run("b1", clean), run("b2", full)])
+    assert (c.baseline.bottleneck, c.candidate.bottleneck) == ("kv_cache", "mixed")
+    assert c.bottleneck_change == "mixed"
+    assert c.conclusion[0].startswith(
+        "The runs' verdicts differ (baseline a1 the KV cache, a2 the KV cache; candidate b1 no "
+        "bottleneck, b2 the KV cache): no one change of bottleneck to name: at 12 concurrent"
+    )
+    assert held(["bottleneck_changed"], c) == ["bottleneck_changed"]
+
+
 def test_a_new_instance_that_took_none_of_the_load_is_named():
     one = summary("none", [make_step(8, 8)], {"instance-1": {"requests": 8}})
     two = summary("none", [make_step(8, 8)], {"instance-1": {"requests": 8}, "standby": {}})

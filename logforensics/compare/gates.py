@@ -2,7 +2,8 @@
 
 regressed            a matched step's success rate is lower beyond chance (one run a side) or
                      inferior at the margin (repetitions)
-bottleneck_changed   the verdicts differ (moved, removed or appeared)
+bottleneck_changed   the verdicts differ (moved, removed or appeared), or a side's runs disagree
+                     (mixed): a gate that cannot show the bottleneck unchanged holds
 success_drop>N%      at a matched step the candidate's success rate is more than N points lower
 p95_ratio>X          at a matched step the candidate's P95 latency is more than X times the baseline's
 """
@@ -18,7 +19,9 @@ FLAGS: dict[str, Callable[[Comparison], bool]] = {
     "regressed": lambda c: any(
         p.success and p.success.decision in ("lower", "inferior") for p in c.steps
     ),
-    "bottleneck_changed": lambda c: c.bottleneck_change in ("moved", "removed", "appeared"),
+    "bottleneck_changed": lambda c: (
+        c.bottleneck_change in ("moved", "removed", "appeared", "mixed")
+    ),
 }
 THRESHOLD_RE = re.compile(r"^(success_drop|p95_ratio)\s*>\s*([0-9.]+)\s*(%?)$")
 
