@@ -5,7 +5,6 @@ The Analysis is built once; the HTML, JSON and Markdown reporters only render it
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import re
 from collections import Counter
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
+from logforensics import findings, model
 from logforensics import tables as datasets
 from logforensics.correlate import attribute, balance, clock, proxy, reach, steps
 from logforensics.correlate.records import MATCH_TOLERANCE_S, inference_records
@@ -23,9 +23,6 @@ from logforensics.diagnose import Finding, Thresholds, Verdict, diagnose
 from logforensics.ingest import InputError, ParseContext, SourceFile, prometheus_api
 from logforensics.ingest.inputs import InputFile, Inputs, combine, expand, load
 from logforensics.model import Capacity, OverallBalance, Step
-
-CAPPED_MIN_STEPS = 3  # an instance's count fixed across this many steps...
-CAPPED_MIN_COUNT = 3  # ...at this many requests or more is a cap, not chance
 
 
 @dataclass
@@ -47,23 +44,6 @@ class Options:
     cache_dir: Path | None = None  # keep parsed tables as Parquet here (--cache)
     tables: list[Path] = field(default_factory=list)  # read these datasets, not paths (--tables)
     progress: Callable[[int, int, int], None] | None = None  # called after each file is read
-
-
-FINDING_ADVICE = {
-    "lb_skew": "Check the balancer's algorithm and weights; least-connections suits LLM requests of uneven length better than round robin.",
-    "instance_capped": "Look for a per-upstream connection limit (max_conns, worker pool, keep-alive pool) on the path to that instance.",
-    "active_standby": "Check that every instance is in the balancer's pool and passes its health check.",
-    "short_rest": "Rest longer than the client timeout between steps (loadtest --rest auto does).",
-    "contaminated_step": "Rest longer than the client timeout between steps, so one step's stragglers cannot overlap the next.",
-    "warmup": "Keep the warm-up request out of the measurement (as done here).",
-    "tester_figures_differ": "Trust the per-request evidence over a summary: a tester can leave requests it sent out of its report (GuideLLM closing a benchmark), and a lost log can hide some.",
-    "clock_ambiguous": "Send a request id with every request (logforensics loadtest does), or pass --offset once the clocks are known.",
-    "time_zone_mismatch": "Log with explicit offsets (ISO 8601 with Z or +hh:mm) on every side, or pass --offset.",
-    "missing_instance_log": "Collect the log of every instance behind the balancer for the whole test.",
-    "client_timeout_shorter_than_server_latency": "Raise the client timeout above the server's latency at this load, or lower the load.",
-    "unknown_reach": "Record absolute start/end times per request (logforensics loadtest does) and keep every instance's log for the whole test.",
-    "unparsed_lines": "Check the unparsed lines listed under Inputs: a format this tool does not know yet, or damaged logs.",
-}
 
 
 @dataclass
@@ -269,7 +249,6 @@ def fit_clocks(
 
 def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     options = options or Options()
-    findings: list[Finding] = []
     if options.tables:
         inputs, year_notes = read_tables(options.tables, options.instance_labels)
     else:
@@ -282,7 +261,6 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
             options.progress,
             instance_labels=options.instance_labels,
         )
-    findings += [Finding("year_assumed", note) for note in year_notes]
     if options.prometheus_url:
         prometheus_api.add_to(
             inputs,
@@ -293,7 +271,6 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         )
     tables = inputs.tables
     client = tables["client_requests"]
-    findings += [Finding("duplicate_client_records", s.note(), "info") for s in inputs.same_run]
     client = steps.assign_steps(client)
     records = inference_records(tables["server_requests"])
     offset, proxy_clock = fit_clocks(client, tables, records, options)
@@ -323,6 +300,7 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     requests = reach.decide_reach(
         requests, coverage, offset.offset_s, tables["server_requests"], tables["engine_stats"]
     )
+    requests = model.declared(model.REQUESTS, requests)
     step_runs = steps.summarise(
         requests, instances, tables["engine_stats"], offset.offset_s, placing_window(offset)
     )
@@ -337,13 +315,20 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         coverage,
         {address: fit.instance for address, fit in upstreams.items()},
     )
-    findings += _findings(step_runs, instances, offset, inputs, requests, unmatched)
     figures = steps.tester_figures(inputs.tester_summaries, step_runs)
-    findings += _tester_disagreements(figures)
-    findings = [
-        f if f.advice else dataclasses.replace(f, advice=FINDING_ADVICE.get(f.kind))
-        for f in findings
-    ] + verdict.findings
+    found = findings.find(
+        findings.FindingFacts(
+            steps=step_runs,
+            instances=instances,
+            clock=offset,
+            inputs=inputs,
+            requests=requests,
+            coverage=coverage,
+            unmatched=unmatched,
+            figures=figures,
+            year_notes=year_notes,
+        )
+    )
     return Analysis(
         verdict=verdict,
         requests=requests,
@@ -351,7 +336,7 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         runs=step_runs,
         instances=instances,
         clock=offset,
-        findings=findings,
+        findings=found + verdict.findings,
         inputs=inputs.files,
         errors=inputs.errors,
         coverage=coverage,
@@ -360,205 +345,7 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         proxy_clock=proxy_clock,
         unmatched_server_records=unmatched,
         generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
-        capacity=steps.capacity(step_runs),
+        capacity=steps.capacity(step_runs, options.thresholds),
         balance=balance.overall_balance(step_runs, instances),
         tester_figures=figures,
     )
-
-
-def _tester_disagreements(figures: list[dict]) -> list[Finding]:
-    """A step whose tester's own count differs from what the logs show."""
-    out = []
-    for f in figures:
-        if f["agree"] is not False:
-            continue
-        theirs, ours = f["theirs"], f["ours"]
-        said = " / ".join(
-            f"{k} {theirs[k]}" for k in ("sent", "ok", "failed") if theirs[k] is not None
-        )
-        seen = " / ".join(
-            f"{k} {ours[k]}" for k in ("sent", "ok", "failed") if theirs[k] is not None
-        )
-        out.append(
-            Finding(
-                "tester_figures_differ",
-                f"step {f['step']} (concurrency {f['concurrency']}): {f['tester']}'s own figures say "
-                f"{said}, the logs show {seen} ({f['file']})",
-            )
-        )
-    return out
-
-
-def _findings(step_runs, instances, clock, inputs, requests, unmatched) -> list[Finding]:
-    out = []
-    measured = [r for r in step_runs if not r.warmup]
-    for run in step_runs:
-        if run.warmup:
-            out.append(
-                Finding(
-                    "warmup",
-                    f"{run.sent} warm-up request(s) recognised and left out of the step statistics",
-                    "info",
-                )
-            )
-    for run in measured:
-        b = run.balance
-        if b.verdict not in ("even", "n/a"):
-            counts = ":".join(str(run.routed[n]) for n in instances)
-            p = f"{b.p_even:.2f}" if b.p_even is not None else "n/a"
-            out.append(
-                Finding(
-                    "lb_skew",
-                    f"step {run.index} ({run.sent} sent): split {counts} across {', '.join(instances)}; {b.verdict} (chi-square p = {p} against an even split)",
-                )
-            )
-        rest, timeout = run.rest_before_s, run.timeout_s
-        if rest is not None and timeout is not None and rest < timeout:
-            out.append(
-                Finding(
-                    "short_rest",
-                    f"step {run.index} began {rest:.1f} s after the previous step, less than the "
-                    f"client timeout ({timeout:.0f} s): a straggler of the previous step could overlap it",
-                )
-            )
-        if run.contaminated:
-            busy = run.busy_at_start
-            why = (
-                f"{run.overlap_s:.1f} s overlap"
-                if run.overlap_s is not None
-                else f"{busy.instance} still had {busy.running} running and "
-                f"{busy.waiting} waiting before any of its requests arrived"
-            )
-            out.append(
-                Finding(
-                    "contaminated_step",
-                    f"step {run.index} started while earlier requests were still pending ({why}): its numbers mix two loads; rest longer than the client timeout between steps",
-                )
-            )
-    if len(measured) >= CAPPED_MIN_STEPS and len(instances) >= 2:
-        for name in instances:
-            counts = [r.per_instance[name] for r in measured]
-            served = [sum(r.per_instance.values()) for r in measured]
-            if (
-                len(set(counts)) == 1
-                and counts[0] >= CAPPED_MIN_COUNT
-                and max(served) > min(served)
-            ):
-                out.append(
-                    Finding(
-                        "instance_capped",
-                        f"{name} served exactly {counts[0]} in every step while the served total went {' → '.join(map(str, served))}: something on its path caps it",
-                    )
-                )
-            if sum(counts) == 0 and sum(served) > 0:
-                out.append(
-                    Finding(
-                        "active_standby",
-                        f"{name} served no request in any step: the balancer treats it as standby, or it is not in the pool",
-                    )
-                )
-    if clock.ambiguous:
-        by_time, disputed = requests.select(
-            (
-                ~pl.col("warmup")
-                & (
-                    pl.col("match_key").is_in(["time_window", "engine_lifecycle"])
-                    | (pl.col("reach_witness").is_in(["coverage", "engine_stats"]))
-                )
-            )
-            .sum()
-            .alias("by_time"),
-            (~pl.col("warmup") & pl.col("clock_disputed")).sum().alias("disputed"),
-        ).row(0)
-        out.append(
-            Finding(
-                "clock_ambiguous",
-                f"the client→server offset is {clock.offset_s:+.1f} s ({clock.paired} records agree), "
-                f"but {clock.second_offset_s:+.1f} s has {clock.second_paired} as well: "
-                f"{disputed} request(s) the two place at different instances are left "
-                f"unattributed (each step's split states them as its ±); "
-                f"{by_time} placed by time are where both put them",
-            )
-        )
-    if clock.zone_hint:
-        out.append(
-            Finding(
-                "time_zone_mismatch",
-                f"client and server clocks differ by {clock.offset_s:+.0f} s ≈ {clock.zone_hint}",
-            )
-        )
-    for f in inputs.files:
-        if f.unparsed:
-            out.append(
-                Finding(
-                    "unparsed_lines",
-                    f"{f.path}: {f.unparsed} of {f.lines} lines not understood (first at line {f.unparsed_examples[0][0] if f.unparsed_examples else '?'})",
-                )
-            )
-        if f.skipped:
-            out.append(Finding("skipped_file", f"{f.path}: skipped ({f.skipped})", "info"))
-    unseen = requests.filter(
-        pl.col("ok")
-        & pl.col("started_at").is_not_null()
-        & pl.col("instance").is_null()
-        & (pl.col("proxy_delivery").fill_null("") != "reached")
-    ).height
-    if unseen and instances:
-        out.append(
-            Finding(
-                "missing_instance_log",
-                f"{unseen} successful request(s) appear in no instance's log: an instance's log is missing "
-                "or short, so failures cannot be proven to have never reached an instance",
-            )
-        )
-    unverified = requests.filter(
-        ~pl.col("warmup") & pl.col("instance").is_null() & (pl.col("proxy_delivery") == "reached")
-    )
-    if unverified.height:
-        by = unverified.group_by(steps.upstream_name().alias("u")).len().sort("u")
-        listed = ", ".join(f"{u or 'an unmapped upstream'}: {n}" for u, n in by.iter_rows())
-        unanswered = unverified.filter(~pl.col("ok").fill_null(False)).height
-        silent = set(instances) - reach.arrivals_logged(inputs.tables["server_requests"])
-        why = "that instance's log is missing, or the mapping is off"
-        if unanswered and silent:
-            quiet = (
-                "an engine that logs no request lines (vLLM without --enable-log-requests) "
-                "writes none for a request it did not answer"
-            )
-            rest = unverified.height - unanswered
-            why = f"{unanswered} of them were never answered, and {quiet}" + (
-                f"; for the other {rest}, {why}" if rest else ""
-            )
-        out.append(
-            Finding(
-                "unverified_by_instance",
-                f"{unverified.height} request(s) reached an upstream per the proxy's log but appear "
-                f"in no instance log ({listed}): {why}",
-            )
-        )
-    late = requests.filter(pl.col("late")).height
-    if late:
-        out.append(
-            Finding(
-                "client_timeout_shorter_than_server_latency",
-                f"{late} request(s) the client gave up on were finished by the server afterwards: "
-                "the client timeout is shorter than the server's latency at this load",
-            )
-        )
-    unknown = requests.filter(~pl.col("warmup") & (pl.col("reach") == "unknown"))
-    if unknown.height:
-        out.append(
-            Finding(
-                "unknown_reach",
-                f"{unknown.height} request(s) cannot be placed: no absolute time, or outside the span every instance's log covers",
-            )
-        )
-    if unmatched:
-        out.append(
-            Finding(
-                "unmatched_server_records",
-                f"{unmatched} inference record(s) in the instance logs match no client request (other clients, retries, or a client file that is missing)",
-                "info",
-            )
-        )
-    return out

@@ -136,6 +136,39 @@ PROXY_REQUESTS = {
     "source": SOURCE,
 }
 
+# The correlated requests table `analyze` hands on (`Analysis.requests`): the client's
+# records with what every witness says of each. Built by the correlate stage, column by
+# column; `analyze` conforms it to this at the end, and a test holds every recording to it.
+REQUESTS = {
+    **CLIENT_REQUESTS,
+    # the instance log that holds the request (attribute), and how it was tied
+    "instance": LABEL,
+    "match_key": LABEL,  # request_id | marker | time_window | engine_lifecycle | ...
+    "ambiguous": pl.Boolean,  # tied by time where more than one instance fits
+    "server_source": SOURCE,  # the instance line that places it
+    "engine_sources": pl.List(SOURCE),  # the engine's own lines about it
+    "arrived_at": UTC_US,  # when the instance logged it (the servers' clock)
+    "served_until": UTC_US,  # when the instance finished it
+    "late": pl.Boolean,  # the instance finished it after the client gave up
+    "unclaimed_arrival": pl.Boolean,  # an arrival no request claimed may be this one's
+    # an ambiguous clock: the two offsets place it at different instances
+    "clock_disputed": pl.Boolean,
+    "instance_at_offset": LABEL,
+    "instance_at_rival": LABEL,
+    # what the proxy's log says of it (proxy.attribute)
+    "proxy_upstream": LABEL,
+    "proxy_instance": LABEL,
+    "proxy_delivery": LABEL,  # reached | refused | unknown
+    "proxy_status": STATUS,
+    "proxy_source": SOURCE,
+    "proxy_attempts": COUNT,
+    "proxy_also_reached": LABEL,  # another instance a retried attempt reached
+    # the reach decision (reach.decide_reach)
+    "reach": LABEL,  # reached | unreached | unknown
+    "reach_witness": LABEL,
+    "reached_instance": LABEL,
+}
+
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "client_requests": CLIENT_REQUESTS,
     "server_requests": SERVER_REQUESTS,
@@ -265,9 +298,10 @@ def nulls_as_literals(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.lit(None, dtype=frame.schema[name]).alias(name) for name in empty)
 
 
-def conform(table: str, frame: pl.DataFrame) -> pl.DataFrame:
-    """Give a parser's frame exactly the canonical columns, in order, with their dtypes."""
-    schema = SCHEMAS[table]
+def conform(table: str | dict[str, pl.DataType], frame: pl.DataFrame) -> pl.DataFrame:
+    """Give a frame exactly a schema's columns, in order, with their dtypes: a parsed
+    table's (by name, `SCHEMAS`) or another declared one (`REQUESTS`)."""
+    schema = SCHEMAS[table] if isinstance(table, str) else table
     columns = []
     for name, dtype in schema.items():
         if name in frame.columns:
@@ -277,6 +311,17 @@ def conform(table: str, frame: pl.DataFrame) -> pl.DataFrame:
         else:
             columns.append(pl.lit(None, dtype=dtype).alias(name))
     return frame.select(columns)
+
+
+def declared(schema: dict[str, pl.DataType], frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` as the declared table `schema` (`REQUESTS`): its columns in order, its dtypes.
+    A column the frame has and the schema lacks, or the other way round, is a bug of the
+    stage that built it (a ValueError naming them), never silently dropped or filled."""
+    extra = [c for c in frame.columns if c not in schema]
+    missing = [c for c in schema if c not in frame.columns]
+    if extra or missing:
+        raise ValueError(f"not the declared table: undeclared {extra}, missing {missing}")
+    return conform(schema, frame)
 
 
 class Bottleneck(str, enum.Enum):
@@ -294,6 +339,9 @@ class Bottleneck(str, enum.Enum):
 # What the stages after the tables hand on: frozen records, not dicts. Each is written
 # to the JSON report field by field, in declaration order (`as_json`), and read back
 # from it (`from_json`), so a report read from a file is the report analyze built.
+
+
+OMIT_EMPTY = {"omit_empty": True}  # a field's metadata: left out of the JSON while empty
 
 
 def as_json(value):

@@ -252,6 +252,15 @@ def unaccounted_successes(requests: pl.DataFrame) -> int:
     return lost if lost >= max(1, MISSING_LOG_SHARE * timed_ok) else 0
 
 
+def missing_log_successes(requests: pl.DataFrame, coverage: dict, offset_s: float) -> int:
+    """The successes `decide_reach` takes as proof that a log is missing or short (so a
+    failure may have reached its instance, and "never reached" is unproven): what the
+    missing-log finding reports, so the two cannot disagree."""
+    return unaccounted_successes(
+        requests.with_columns(covered_expr(coverage, offset_s).alias("_covered"))
+    )
+
+
 def covered_expr(coverage: dict, offset: float) -> pl.Expr:
     """Whether a request's whole window lies inside the span every instance's log covers."""
     if not coverage:

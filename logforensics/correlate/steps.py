@@ -10,6 +10,7 @@ measurement): its numbers mix two loads.
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -17,6 +18,9 @@ from logforensics.correlate.balance import balance
 from logforensics.correlate.reach import FAILED_AT, client_outcome, failed_at
 from logforensics.correlate.records import MATCH_TOLERANCE_S
 from logforensics.model import BusyAtStart, Capacity, Failures, Latency, Step, source_label
+
+if TYPE_CHECKING:  # a record passed in: the diagnosis package imports this module
+    from logforensics.diagnose.thresholds import Thresholds
 
 BURST_GAP_S = 2.0  # starts further apart than this begin a new step
 REST_S = 5.0  # nothing of a step label in flight this long, then a burst: the label ran again
@@ -415,17 +419,27 @@ def summarise(
     return runs
 
 
-def capacity(step_runs: list[Step]) -> Capacity:
+def throughput_by_load(step_runs: list[Step]) -> list[tuple[int, float]]:
+    """(concurrency, output tokens/s) of the measured steps that have both, by concurrency."""
+    steps = sorted((r for r in step_runs if not r.warmup), key=lambda r: r.concurrency)
+    return [(r.concurrency, r.output_tokens_per_s) for r in steps if r.output_tokens_per_s]
+
+
+def is_plateau(before: tuple[int, float], after: tuple[int, float], t: Thresholds) -> bool:
+    """The one plateau rule (capacity's `throughput_plateau_at`, the diagnosis' PLATEAU
+    signal): the load grew by `plateau_load_growth` or more, throughput by
+    `throughput_plateau` or less."""
+    (c1, t1), (c2, t2) = before, after
+    return c2 >= (1 + t.plateau_load_growth) * c1 and t2 <= (1 + t.throughput_plateau) * t1
+
+
+def capacity(step_runs: list[Step], t: Thresholds) -> Capacity:
     """The seed's table read off: where the service stops coping as concurrency rises."""
     steps = sorted((r for r in step_runs if not r.warmup), key=lambda r: r.concurrency)
     clean = [r.concurrency for r in steps if r.failed == 0 and not r.contaminated]
     failing = [r.concurrency for r in steps if r.failed > 0]
-    plateau = None
-    for prev, cur in zip(steps, steps[1:], strict=False):
-        a, b = prev.output_tokens_per_s, cur.output_tokens_per_s
-        if a and b and cur.concurrency > prev.concurrency and b < a * 1.1:
-            plateau = prev.concurrency
-            break
+    tps = throughput_by_load(step_runs)
+    plateau = next((a[0] for a, b in zip(tps, tps[1:], strict=False) if is_plateau(a, b, t)), None)
     return Capacity(max(clean) if clean else None, min(failing) if failing else None, plateau)
 
 

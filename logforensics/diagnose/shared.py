@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from logforensics.correlate.steps import is_plateau, throughput_by_load
 from logforensics.diagnose.evidence import SHARED, Evidence, Signal
 from logforensics.diagnose.facts import Facts, labels
 from logforensics.diagnose.thresholds import Thresholds
@@ -67,13 +68,12 @@ def capacity(runs: list[Step], t: Thresholds) -> list[Evidence]:
                 t,
             )
         )
-    tps = [(r.concurrency, r.output_tokens_per_s) for r in steps if r.output_tokens_per_s]
-    if len(tps) >= 3:
+    tps = throughput_by_load(steps)
+    if len(tps) >= 3 and is_plateau(tps[-2], tps[-1], t):
         (c1, t1), (c2, t2) = tps[-2], tps[-1]
-        if c2 >= (1 + t.plateau_load_growth) * c1 and t2 <= (1 + t.throughput_plateau) * t1:
-            out.append(
-                PLATEAU.fired(
-                    f"{t1:.0f} → {t2:.0f} output tokens/s while concurrency went {c1} → {c2}", t
-                )
+        out.append(
+            PLATEAU.fired(
+                f"{t1:.0f} → {t2:.0f} output tokens/s while concurrency went {c1} → {c2}", t
             )
+        )
     return out
