@@ -281,7 +281,7 @@ def analyze_command(
     """
     if bool(paths) == bool(tables_dirs):
         raise click.UsageError("give PATHS or --tables DIR (one or the other)")
-    from logforensics.report import build_report, render_html, render_json, render_markdown
+    from logforensics.report import RENDERERS, build_report
     from logforensics.report.jsonout import contract
     from logforensics.report.ledger import build_ledger, write_ledger
 
@@ -320,26 +320,14 @@ def analyze_command(
     if ledger_out:
         write_ledger(ledger, ledger_out)
         click.echo(f"wrote {ledger_out}", err=True)
-    outputs = [
-        (out, render)
-        for out, render in (
-            (html_out, render_html),
-            (json_out, render_json),
-            (md_out, render_markdown),
-        )
-        if out is not None
-    ]
+    targets = {"html": html_out, "json": json_out, "md": md_out}
     report = (
-        build_report(analysis, ledger, str(ledger_out) if ledger_out else None) if outputs else None
+        build_report(analysis, ledger, str(ledger_out) if ledger_out else None)
+        if any(targets.values())
+        else None
     )
-    for out, render in outputs:
-        text = render(report)
-        if str(out) == "-":
-            click.echo(text, nl=False)
-            continue
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        click.echo(f"wrote {out}", err=True)
+    if report is not None:
+        write_outputs(RENDERERS, targets, report)
     v = analysis.verdict
     t = analysis.totals()
     click.echo(
@@ -385,6 +373,12 @@ def _gates(values: tuple[str, ...]) -> list[str]:
     help="A run of the changed configuration; repeat for repetitions of it.",
 )
 @click.option(
+    "--manifest",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A YAML or JSON file naming the runs (baseline: [...], candidate: [...], change: "
+    "TEXT), paths relative to it.",
+)
+@click.option(
     "--change",
     metavar="TEXT",
     help="What was changed, as the conclusion names it (e.g. 'the second instance').",
@@ -412,7 +406,7 @@ def _gates(values: tuple[str, ...]) -> list[str]:
 @reading_options
 @threshold_options
 def compare_command(
-    runs, baselines, candidates, change, html_out, json_out, md_out, margin, fail_on,
+    runs, baselines, candidates, manifest, change, html_out, json_out, md_out, margin, fail_on,
     year, server_tz, client_tz, started_at, scraped_at, **thresholds,
 ) -> None:  # fmt: skip
     """Did the change help? Compare a BASELINE run with a CANDIDATE run.
@@ -421,10 +415,19 @@ def compare_command(
     dataset, or a JSON report this tool wrote. Give two runs, or --baseline and --candidate
     (each repeatable) for repetitions of each configuration.
     """
-    from logforensics.compare import RENDERERS, build, held, read_run
+    from logforensics.compare import RENDERERS, ManifestError, build, held, read_manifest, read_run
     from logforensics.report import build_report
     from logforensics.report.jsonout import ReportVersionError
 
+    if manifest is not None:
+        if runs or baselines or candidates:
+            raise click.UsageError("give a --manifest, or the runs, not both")
+        try:
+            baselines, candidates, named = read_manifest(manifest)
+        except ManifestError as exc:
+            click.echo(f"logforensics: error: {exc}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        change = change or named
     if runs and (baselines or candidates):
         raise click.UsageError("give two RUNS, or --baseline and --candidate, not both")
     if runs:
@@ -465,22 +468,29 @@ def compare_command(
         margin,
         Thresholds(**thresholds),
     )
-    for out, kind in ((html_out, "html"), (json_out, "json"), (md_out, "md")):
-        if out is None:
-            continue
-        text = RENDERERS[kind](comparison)
-        if str(out) == "-":
-            click.echo(text, nl=False)
-            continue
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        click.echo(f"wrote {out}", err=True)
+    write_outputs(RENDERERS, {"html": html_out, "json": json_out, "md": md_out}, comparison)
     for sentence in comparison.conclusion:
         click.echo(sentence, err=_to_stdout(html_out, json_out, md_out))
     holding = held(fail_on, comparison)
     for condition in holding:
         click.echo(f"logforensics: fail-on: {condition}", err=True)
     sys.exit(EXIT_GATE if holding else EXIT_OK)
+
+
+def write_outputs(renderers, targets: dict[str, Path | None], data) -> None:
+    """Each renderer's text (`RENDERERS`: kind, render) to its target: a file, or stdout for
+    `-`; a kind without a target is not rendered."""
+    for kind, render in renderers:
+        out = targets.get(kind)
+        if out is None:
+            continue
+        text = render(data)
+        if str(out) == "-":
+            click.echo(text, nl=False)
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {out}", err=True)
 
 
 def _to_stdout(*outputs) -> bool:

@@ -1,13 +1,17 @@
 """`logforensics loadtest`: a step load test whose every request can be found again.
 
-Each request carries an id (``X-Request-Id``) and a marker in its prompt, and
-is written as one JSON line the moment it ends, so the post-mortem can match
-the client's view to what the instances logged, even when the run is cut short.
+Each request carries an id (``X-Request-Id``) and a marker at the start of its
+prompt (no two prompts share a prefix, so prefix caching cannot make later steps
+cheaper), and is written as one JSON line the moment it ends, so the post-mortem
+can match the client's view to what the instances logged, even when the run is
+cut short. The run's configuration is written beside the records
+(``run.config.json`` for ``-o run.jsonl``): two runs with the same one compare.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import http.client
 import json
 import os
@@ -35,6 +39,7 @@ RETRY_STATUSES = frozenset({429, 502, 503, 504})
 ERROR_TEXT_LIMIT = 200
 INTERRUPTED = "Interrupted"  # error_class of requests abandoned on Ctrl-C
 EXIT_INTERRUPTED = 130  # what shells report for a job ended by SIGINT
+CONFIG_KEY = "logforensics_loadtest"  # the configuration file's mark: its writer's version
 
 RECORD_KEYS = (
     "request_id",
@@ -83,6 +88,7 @@ class LoadTestConfig:
     prompts: Sequence[str] = (DEFAULT_PROMPT,)
     api_key: str | None = field(default=None, repr=False)
     stream: bool = False
+    ignore_eos: bool = False  # vLLM's extension: every answer runs to max_tokens
     retries: int = 0
     retry_backoff_s: float = 1.0  # doubled after every failed attempt
     run_id: str = field(default_factory=lambda: secrets.token_hex(4))
@@ -111,6 +117,35 @@ class LoadTestConfig:
     @property
     def rest_between_steps_s(self) -> float:
         return auto_rest_s(self.timeout_s) if self.rest_s is None else float(self.rest_s)
+
+    def record(self, records: str, started_at: datetime) -> dict:
+        """The configuration as written beside the records: what makes two runs comparable
+        (the prompts by count and digest, never their text; no API key)."""
+        digest = hashlib.sha256("\n".join(self.prompts).encode("utf-8")).hexdigest()
+        return {
+            CONFIG_KEY: __version__,
+            "run_id": self.run_id,
+            "records": records,
+            "started_at": iso_utc(started_at),
+            "url": self.url,
+            "model": self.model,
+            "steps": list(self.steps),
+            "rest_s": self.rest_between_steps_s,
+            "timeout_s": self.timeout_s,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "ignore_eos": self.ignore_eos,
+            "stream": self.stream,
+            "retries": self.retries,
+            "prompts": len(self.prompts),
+            "prompts_sha256": digest,
+            "marker": "prompt start",
+        }
+
+
+def config_path(output: Path) -> Path:
+    """Where the run's configuration goes: `run.config.json` beside `run.jsonl`."""
+    return output.with_name(f"{output.stem}.config.json")
 
 
 @dataclass
@@ -483,11 +518,13 @@ class _Runner:
     def _body(self, request: _Request) -> bytes:
         body = {
             "model": self.config.model,
-            "messages": [{"role": "user", "content": f"{request.prompt} {request.marker}"}],
+            "messages": [{"role": "user", "content": f"{request.marker} {request.prompt}"}],
             "max_tokens": self.config.max_tokens,
             "temperature": self.config.temperature,
             "stream": self.config.stream,
         }
+        if self.config.ignore_eos:  # sent only when asked: other servers may refuse it
+            body["ignore_eos"] = True
         if self.config.stream:
             body["stream_options"] = {"include_usage": True}
         return json.dumps(body).encode("utf-8")
@@ -656,7 +693,12 @@ def _read_prompts(path: Path) -> tuple[str, ...]:
     show_default=True,
     help="Total seconds allowed per request.",
 )
-@click.option("--prompt", help="Prompt text (the request's marker is appended).")
+@click.option(
+    "--ignore-eos",
+    is_flag=True,
+    help="Ask the server (vLLM) to generate max_tokens every time: a fixed output length.",
+)
+@click.option("--prompt", help="Prompt text (the request's marker is put before it).")
 @click.option(
     "--prompts",
     "prompts_file",
@@ -698,6 +740,7 @@ def loadtest_command(
     prompts_file: Path | None,
     api_key_env: str,
     stream: bool,
+    ignore_eos: bool,
     retries: int,
     output: Path,
 ) -> None:
@@ -720,6 +763,7 @@ def loadtest_command(
             prompts=prompts,
             api_key=os.environ.get(api_key_env) or None,
             stream=stream,
+            ignore_eos=ignore_eos,
             retries=retries,
         )
     except ValueError as exc:
@@ -732,6 +776,10 @@ def loadtest_command(
         f"run {config.run_id}: steps {','.join(map(str, config.steps))}, "
         f"rest {config.rest_between_steps_s:g} s, timeout {config.timeout_s:g} s -> {output}"
     )
+    settings = config_path(output)
+    record = config.record(output.name, datetime.now(timezone.utc))
+    settings.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    echo(f"configuration -> {settings}")
     with _stop_on_sigint(config.stop), output.open("w", encoding="utf-8") as out:
         try:
             summary = run_loadtest(config, out, progress=echo)

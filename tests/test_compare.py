@@ -15,7 +15,13 @@ from logforensics.compare import RENDERERS, Run, build, held, parse_gate, stats
 from logforensics.compare.model import RunRef
 from logforensics.model import Capacity, Failures, OverallBalance
 from logforensics.report.jsonout import FORMAT_VERSION, ReportVersionError, contract, read_report
-from logforensics.report.summary import InstanceShare, Summary, Totals, VerdictRecord
+from logforensics.report.summary import (
+    InputRecord,
+    InstanceShare,
+    Summary,
+    Totals,
+    VerdictRecord,
+)
 from tests.conftest import DATA, RECORDINGS, make_step
 
 OLD_REPORT = DATA / "reports" / "pyproxy-seed.v9.json"  # written by 085d518 (format 9)
@@ -64,8 +70,11 @@ def test_identical_runs_still_carry_one_runs_binomial_noise():
 # ------------------------------------------------------------------ comparisons built by hand
 
 
-def summary(bottleneck: str, steps, instances: dict[str, dict] | None = None) -> Summary:
-    """A report's summary built by hand: the verdict, the measured steps, the instances."""
+def summary(
+    bottleneck: str, steps, instances: dict[str, dict] | None = None, config: dict | None = None
+) -> Summary:
+    """A report's summary built by hand: the verdict, the measured steps, the instances, and
+    the client file's recorded configuration."""
     sent = sum(s.sent for s in steps)
     ok = sum(s.succeeded for s in steps)
     shares = [
@@ -86,7 +95,7 @@ def summary(bottleneck: str, steps, instances: dict[str, dict] | None = None) ->
         capacity=Capacity(None, None, None),
         balance=OverallBalance({}, {}, None, None, "n/a"),
         findings=[],
-        inputs=[],
+        inputs=[client_input(config)],
         tester_figures=[],
         errors=[],
         clock={},
@@ -94,6 +103,13 @@ def summary(bottleneck: str, steps, instances: dict[str, dict] | None = None) ->
         proxy=None,
         unmatched_server_records=0,
     )
+
+
+def client_input(config: dict | None) -> InputRecord:
+    return InputRecord(
+        "client.jsonl", "loadtest_jsonl", [], "client", None, 9, 9, 0, 0,
+        {"client_requests": 9}, None, [], [], [], None, config,
+    )  # fmt: skip
 
 
 def run(label: str, s: Summary) -> Run:
@@ -216,18 +232,43 @@ def test_steps_with_a_repeated_concurrency_are_matched_by_order():
 
 
 def test_conditions_that_differ_are_flagged_first():
-    a = summary("none", [make_step(4, 4), make_step(8, 8)])
-    b = summary("none", [make_step(4, 4), make_step(16, 16, timeout_s=30.0)])
+    a = summary("none", [make_step(4, 4, timeout_s=60.0), make_step(8, 8, timeout_s=60.0)])
+    b = summary("none", [make_step(4, 4, timeout_s=60.0), make_step(16, 16, timeout_s=30.0)])
     c = build([run("a", a)], [run("b", b)])
     whats = [d.what for d in c.conditions]
     assert whats == ["step ladder (concurrency)", "client timeout"]
     assert c.conclusion[0].startswith("The runs' conditions differ (step ladder (concurrency): ")
+    # neither run's tester wrote its configuration: those conditions were not compared
+    assert c.not_checked == ["model", "max tokens", "fixed output length (ignore_eos)",
+                             "temperature", "streaming", "prompts"]  # fmt: skip
+
+
+def test_a_recorded_configuration_is_compared_and_a_condition_one_run_lacks_is_not():
+    config = {"logforensics_loadtest": "0.1.0", "model": "tiny-llama", "max_tokens": 300,
+              "ignore_eos": True, "temperature": 0.0, "stream": False, "prompts": 1,
+              "prompts_sha256": "ab" * 32}  # fmt: skip
+    steps = [make_step(4, 4, timeout_s=60.0)]
+    base = summary("none", steps, config=config)
+    same = build([run("a", base)], [run("b", summary("none", steps, config=config))])
+    assert same.conditions == [] and same.not_checked == []
+    shorter = summary("none", steps, config={**config, "max_tokens": 64, "ignore_eos": False})
+    c = build([run("a", base)], [run("b", shorter)])
+    assert [(d.what, d.baseline, d.candidate) for d in c.conditions] == [
+        ("max tokens", "300", "64"),
+        ("fixed output length (ignore_eos)", "yes", "no"),
+    ]
+    assert c.conclusion[0] == (
+        "The runs' conditions differ (max tokens: 300 against 64; fixed output length "
+        "(ignore_eos): yes against no): their numbers may not compare."
+    )
+    unknown = build([run("a", base)], [run("b", summary("none", steps))])
+    assert unknown.conditions == [] and "max tokens" in unknown.not_checked
 
 
 def test_every_renderer_writes_the_comparison_and_escapes_what_the_user_typed():
     a = summary("none", [make_step(4, 4)])
     c = build([run("a", a)], [run("b", a)], change="<script>alert(1)</script>")
-    out = {kind: render(c) for kind, render in RENDERERS.items()}
+    out = {kind: render(c) for kind, render in RENDERERS}
     assert "<script>alert" not in out["html"] and "&lt;script&gt;" in out["html"]
     assert json.loads(out["json"])["conclusion"] == c.conclusion
     # Markdown shows the tag as text: `\<` cannot open one
@@ -439,3 +480,24 @@ def test_three_runs_a_side_recorded_make_the_run_the_unit(tmp_path):
     assert len(t["fragile"]) == 6  # three runs: dropping any one leaves 1 degree of freedom
     assert "dropping any one run would change that" in got["conclusion"][0]
     assert got["conclusion"][0].startswith("The doubled KV cache did not measurably raise capacity")
+
+
+def test_a_manifest_names_the_runs_and_the_change(tmp_path):
+    """The recorded pairs' COMPARE.json is a manifest: its runs relative to it, its change."""
+    manifest = RECORDINGS / "compare-limit" / "COMPARE.json"
+    result = CliRunner().invoke(
+        cli, ["compare", "--manifest", str(manifest), "--json", str(tmp_path / "c.json")]
+    )
+    assert result.exit_code == 0, result.output
+    got = json.loads((tmp_path / "c.json").read_text())
+    truth = json.loads(manifest.read_text())
+    assert [r["label"] for r in got["baseline"]["runs"]] == truth["baseline"]
+    assert got["change"] == truth["change"]
+    assert got["conclusion"][0].startswith("The nginx per-upstream connection limit raised")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("baseline: [nowhere]\ncandidate: after\n")
+    result = CliRunner().invoke(cli, ["compare", "--manifest", str(bad)])
+    assert result.exit_code == 2
+    assert (
+        f"{bad}: `baseline` names runs that do not exist: {tmp_path / 'nowhere'}" in result.output
+    )

@@ -66,6 +66,7 @@ key order, nesting, units, clocks, how the file is written):
 """
 
 import datetime as dt
+import json
 import shutil
 from pathlib import Path
 
@@ -536,3 +537,29 @@ def test_llmperf_summary_beside_its_responses(tmp_path):
         2,
     )
     assert summary["latency_s"]["p95"] == 1.61
+
+
+def test_loadtests_configuration_is_kept_on_its_input_and_counts_no_request(tmp_path):
+    """`run.config.json` beside `run.jsonl`: the run's conditions on the input (`config`), one
+    line parsed, no request; the records beside it are counted as ever."""
+    from logforensics.analysis import analyze
+    from logforensics.ingest.base import SAMPLES_DIR
+
+    sample = SAMPLES_DIR / "lf_run.config.json"
+    config = json.loads(sample.read_text())
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copy(sample, folder / "run.config.json")
+    shutil.copy(DATA / "aiperf_profile_export.jsonl", folder / "profile_export.jsonl")
+    got = report_json(analyze([folder]))
+    (read,) = [f for f in got["inputs"] if f["format"] == "loadtest_config"]
+    assert (read["lines"], read["parsed"], read["unparsed"], read["records"]) == (1, 1, 0, {})
+    assert read["config"] == config
+    assert (config["max_tokens"], config["ignore_eos"], config["marker"]) == (
+        64,
+        True,
+        "prompt start",
+    )
+    assert got["totals"]["sent"] == 3  # the requests are the record file's alone
+    others = [f for f in got["inputs"] if f["format"] != "loadtest_config"]
+    assert all("config" not in f for f in others)  # left out where a file has none

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import io
 import itertools
@@ -20,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from logforensics.loadtest import (
+    DEFAULT_PROMPT,
     LoadTestConfig,
     LoadTestSummary,
     auto_rest_s,
@@ -157,7 +159,8 @@ def test_the_stub_received_exactly_the_recorded_ids_and_markers(stub):
         assert request.path == "/v1/chat/completions"
         assert request.header("Authorization") is None
         assert request.header("Content-Type") == "application/json"
-        assert request.prompt.endswith(" " + record["marker"])
+        # the marker first: no two prompts share a prefix for a cache to reuse
+        assert request.prompt.startswith(record["marker"] + " ")
         assert request.body == {
             "model": "test-model",
             "messages": [{"role": "user", "content": request.prompt}],
@@ -167,7 +170,7 @@ def test_the_stub_received_exactly_the_recorded_ids_and_markers(stub):
         }
     prompts = {r["index"]: record_by_id[r["request_id"]] for r in by_step(records, 1)}
     prompt_of = {request.request_id: request.prompt for request in received}
-    assert [prompt_of[prompts[i]["request_id"]].split(" [")[0] for i in (1, 2, 3)] == [
+    assert [prompt_of[prompts[i]["request_id"]].split("] ", 1)[1] for i in (1, 2, 3)] == [
         "alpha text",
         "beta text",
         "alpha text",
@@ -403,7 +406,7 @@ def test_the_stub_writes_a_vllm_container_log(tmp_path):
             f"{request.prompt}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
         )
         assert f"Received request {request.response_id}: prompt: {expected}, params: " in text
-    assert '\\\'s a "quoted"\\nprompt [lf-' in text  # repr-escaped, on one line
+    assert '] it\\\'s a "quoted"\\nprompt<|eot_id|>' in text  # repr-escaped, on one line
     # a plain answer's access line goes out with its headers, at the end
     (arrived,) = logged(lines, f"Received request chatcmpl-{record[1]['request_id']}:")
     peer_lines = [(at, msg) for at, msg in lines if msg.startswith("INFO:     127.0.0.1:")]
@@ -514,13 +517,17 @@ def test_cli_sends_the_key_from_the_environment_and_never_writes_it(stub, tmp_pa
     assert len(records) == 4
     assert all(request.header("Authorization") == f"Bearer {secret}" for request in stub.received())
     assert secret not in output.read_text()
+    assert secret not in (tmp_path / "run.config.json").read_text()
     assert secret not in result.output
     assert "warning: rest 0 s is shorter than timeout 2 s" in result.stderr
     assert "step 1/2: 1 sent, 1 done, 0 failed" in result.stderr
     assert "step 2/2: 2 sent, 2 done, 0 failed" in result.stderr
     prompt_of = {request.request_id: request.prompt for request in stub.received()}
     second_of_step_two = next(r for r in records if (r["step"], r["index"]) == (2, 2))
-    assert prompt_of[second_of_step_two["request_id"]].startswith("second prompt [lf-")
+    assert (
+        prompt_of[second_of_step_two["request_id"]]
+        == f"{second_of_step_two['marker']} second prompt"
+    )
 
     unset = CliRunner().invoke(
         loadtest_command,
@@ -529,6 +536,41 @@ def test_cli_sends_the_key_from_the_environment_and_never_writes_it(stub, tmp_pa
     )
     assert unset.exit_code == 0, unset.output
     assert [request.header("Authorization") for request in stub.received()[4:]] == [None, None]
+
+
+def test_cli_asks_for_a_fixed_output_length_and_writes_its_configuration_beside(stub, tmp_path):
+    output = tmp_path / "run.jsonl"
+    args = [*CLI_BASE, "--url", stub.url, "--steps", "2,3", "--rest", "0", "--max-tokens", "64"]
+    result = CliRunner().invoke(loadtest_command, [*args, "--ignore-eos", "-o", str(output)])
+    assert result.exit_code == 0, result.output
+    assert all(request.body["ignore_eos"] is True for request in stub.received())
+    assert all(request.body["max_tokens"] == 64 for request in stub.received())
+    (line,) = (tmp_path / "run.config.json").read_text().splitlines()  # one line: sniffable
+    config = json.loads(line)
+    run_id = json.loads(output.read_text().splitlines()[0])["request_id"].split("-")[1]
+    assert config == {
+        "logforensics_loadtest": config["logforensics_loadtest"],
+        "run_id": run_id,
+        "records": "run.jsonl",
+        "started_at": config["started_at"],
+        "url": stub.url,
+        "model": "test-model",
+        "steps": [2, 3],
+        "rest_s": 0.0,
+        "timeout_s": 2.0,
+        "max_tokens": 64,
+        "temperature": 0.0,
+        "ignore_eos": True,
+        "stream": False,
+        "retries": 0,
+        "prompts": 1,
+        "prompts_sha256": hashlib.sha256(DEFAULT_PROMPT.encode()).hexdigest(),
+        "marker": "prompt start",
+    }
+    # without the flag the field is not sent at all: a server that knows no ignore_eos
+    CliRunner().invoke(loadtest_command, [*args, "-o", str(tmp_path / "plain.jsonl")])
+    assert all("ignore_eos" not in request.body for request in stub.received()[6:])
+    assert json.loads((tmp_path / "plain.config.json").read_text())["ignore_eos"] is False
 
 
 @pytest.mark.parametrize(

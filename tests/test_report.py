@@ -293,3 +293,31 @@ def test_time_axes_of_a_two_minute_test_need_no_fallback():
                 warnings.simplefilter("error")
                 fig.canvas.draw()
             plt.close(fig)
+
+
+def test_analyze_and_compare_write_from_one_shape_of_renderer_table(seed_bundle):
+    """`analyze` and `compare` both write their outputs from a `RENDERERS` table, one kind a
+    row in the same order; each renders its own data to its own text."""
+    import dataclasses
+    import json
+
+    from logforensics import compare, report
+    from logforensics.report import charts
+    from logforensics.report.series import ChartSeries
+
+    assert (
+        [k for k, _ in report.RENDERERS]
+        == [k for k, _ in compare.RENDERERS]
+        == [
+            "html",
+            "json",
+            "md",
+        ]
+    )
+    data = build_report(analyze([seed_bundle]))
+    out = {kind: render(data) for kind, render in report.RENDERERS}
+    assert out["html"].startswith("<!doctype html>")
+    assert json.loads(out["json"])["verdict"]["bottleneck"] == data.summary.verdict.bottleneck
+    assert out["md"].startswith("##")
+    # the charts table names every series the report prepares, in page order
+    assert [key for key, _ in charts.CHARTS] == [f.name for f in dataclasses.fields(ChartSeries)]

@@ -21,7 +21,8 @@ shared corpus is absent (a user's clone) it says so and scores the recordings.
 A comparison pair (a folder with a ``COMPARE.json`` naming its baseline and candidate run
 folders, each an incident as above) is scored after its runs: `logforensics compare` over
 the runs' JSON reports must name each side's bottleneck and the change, sum every step's
-counts as the runs' truths do, and name the instances one side has alone.
+counts as the runs' truths do, name the instances one side has alone, and flag exactly the
+conditions the truth says differ (`conditions`, none where it says nothing).
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ def compare(truth: dict, got: dict) -> dict[str, list[str]]:
     return misses
 
 
-PAIR_CHECKS = ("bottleneck", "steps", "instances")
+PAIR_CHECKS = ("bottleneck", "steps", "instances", "conditions")
 
 
 def compare_pair(pair: Path, workdir: Path) -> dict[str, list[str]] | str:
@@ -223,6 +224,9 @@ def compare_pair(pair: Path, workdir: Path) -> dict[str, list[str]] | str:
         want_alone = sorted(truth["instances_only_in"].get(side, []))
         if alone[side] != want_alone:
             misses["instances"].append(f"only in the {side} {alone[side]}≠{want_alone}")
+    flagged = [d["what"] for d in got["conditions"]]
+    if flagged != truth.get("conditions", []):
+        misses["conditions"].append(f"flagged {flagged}≠{truth.get('conditions', [])}")
     return misses
 
 

@@ -5,9 +5,19 @@ or evidence analysed afresh); `build` matches their steps and measures the two s
 `RENDERERS` write the Comparison.
 """
 
-from logforensics.compare.build import Run, build, read_run
+from logforensics.compare.build import ManifestError, Run, build, read_manifest, read_run
 from logforensics.compare.gates import held, parse_gate
 from logforensics.compare.model import Comparison
 from logforensics.compare.render import RENDERERS
 
-__all__ = ["RENDERERS", "Comparison", "Run", "build", "held", "parse_gate", "read_run"]
+__all__ = [
+    "RENDERERS",
+    "Comparison",
+    "ManifestError",
+    "Run",
+    "build",
+    "held",
+    "parse_gate",
+    "read_manifest",
+    "read_run",
+]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from logforensics.compare import conclude, stats
-from logforensics.compare.conditions import differing_conditions
+from logforensics.compare.conditions import differing_conditions, not_checked
 from logforensics.compare.model import (
     COMPARE_FORMAT_VERSION,
     Comparison,
@@ -254,6 +254,39 @@ def build(
         conditions=differing_conditions(
             [r.summary for r in baseline], [r.summary for r in candidate]
         ),
+        not_checked=not_checked([r.summary for r in baseline + candidate]),
         conclusion=[],
     )
     return conclude.with_conclusion(comparison, thresholds or Thresholds())
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be read: the message names the file and what is wrong."""
+
+
+def read_manifest(path: Path) -> tuple[list[Path], list[Path], str | None]:
+    """The runs a manifest names (YAML or JSON: `baseline` and `candidate`, each a path or a
+    list of them, relative to the manifest; `change` optional), and the change."""
+    import yaml  # JSON is YAML: one reader for both
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ManifestError(f"{path}: not a readable manifest ({exc})") from None
+    if not isinstance(data, dict):
+        raise ManifestError(f"{path}: a manifest is a mapping with baseline and candidate")
+    sides = []
+    for side in ("baseline", "candidate"):
+        value = data.get(side)
+        names = [value] if isinstance(value, str) else value
+        if not names or not all(isinstance(n, str) for n in names):
+            raise ManifestError(f"{path}: `{side}` must name a run or a list of runs")
+        runs = [path.parent / n for n in names]
+        missing = [str(r) for r in runs if not r.exists()]
+        if missing:
+            raise ManifestError(
+                f"{path}: `{side}` names runs that do not exist: {', '.join(missing)}"
+            )
+        sides.append(runs)
+    change = data.get("change")
+    return sides[0], sides[1], change if isinstance(change, str) else None

@@ -118,4 +118,5 @@ class Comparison:
     steps: list[StepPair]
     instances: list[InstanceRow]
     conditions: list[Condition]
+    not_checked: list[str]  # conditions some run does not record: not compared
     conclusion: list[str]  # sentences built by `conclude.RULES` from the records above

@@ -8,7 +8,6 @@ import json
 from logforensics import __version__
 from logforensics.compare import charts
 from logforensics.compare.conclude import died, listed
-from logforensics.compare.conditions import NOT_RECORDED
 from logforensics.compare.model import Comparison, InstanceSide, StepSide
 from logforensics.diagnose import Thresholds, cause_words
 from logforensics.model import as_json
@@ -123,7 +122,8 @@ def render_markdown(c: Comparison) -> str:
                 cells += _instance_cells(side)
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
-    lines.append(f"_Not recorded in the reports, so not checked: {', '.join(NOT_RECORDED)}._")
+    if c.not_checked:
+        lines.append(f"_Not recorded by every run, so not checked: {', '.join(c.not_checked)}._")
     lines += ["", f"_logforensics {__version__} compare · {as_json(c.generated_at)}_", ""]
     return "\n".join(lines)
 
@@ -141,9 +141,8 @@ def render_html(c: Comparison) -> str:
         failed_where=failed_where,
         split=split,
         words=cause_words,
-        not_recorded=NOT_RECORDED,
     )
 
 
-# extension → renderer: the outputs `compare` writes (`-o`, `--json`, `--md`)
-RENDERERS = {"html": render_html, "json": render_json, "md": render_markdown}
+# the outputs `compare` writes (`-o`, `--json`, `--md`), in order: (kind, renderer)
+RENDERERS = (("html", render_html), ("json", render_json), ("md", render_markdown))

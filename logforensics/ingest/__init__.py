@@ -64,7 +64,7 @@ from logforensics.ingest.proxies import (  # noqa: E402,F401,I001
 )  # fmt: skip
 from logforensics.ingest.testers import (  # noqa: E402,F401,I001
     aiperf, console, generic, genai_bench, genai_perf, guidellm, hey, inference_perf, jmeter, k6,
-    llm_load_test, llmperf, locust, seed, vegeta, vllm_bench,
+    llm_load_test, llmperf, loadtest_config, locust, seed, vegeta, vllm_bench,
 )  # fmt: skip
 
 __all__ = [

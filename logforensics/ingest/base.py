@@ -365,6 +365,8 @@ class ParseResult:
     addresses: dict[str, list[str]] = field(default_factory=dict)
     # a load tester's own figures (per step or run: sent, ok, failed, latency, throughput)
     tester_summaries: list[dict] = field(default_factory=list)
+    # the run's configuration as its tester recorded it (`compare` checks it)
+    run_config: dict | None = None
 
     @property
     def unparsed(self) -> int:

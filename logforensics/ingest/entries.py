@@ -62,6 +62,7 @@ def write_entry(
             "instance_spans": {k: _iso(v) for k, v in result.instance_spans.items()},
             "addresses": result.addresses,
             "tester_summaries": result.tester_summaries,
+            "run_config": result.run_config,
         }
     (folder / ENTRY_FILE).write_text(json.dumps(meta, default=str), encoding="utf-8")
 
@@ -94,6 +95,7 @@ def read_entry(folder: Path) -> tuple[dict, Parsed] | None:
                 instance_spans={k: _times(v) for k, v in kept["instance_spans"].items()},
                 addresses=kept["addresses"],
                 tester_summaries=kept["tester_summaries"],
+                run_config=kept.get("run_config"),  # entries before it have none
             )
     except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError):
         return None

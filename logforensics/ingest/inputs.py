@@ -45,6 +45,7 @@ class InputFile:
     unparsed_examples: list[tuple[int, str]] = field(default_factory=list)
     unparsed_shapes: list[dict] = field(default_factory=list)  # see ingest.shapes
     tester_summaries: list[dict] = field(default_factory=list)  # the tester's own figures
+    run_config: dict | None = None  # the run's configuration, as its tester wrote it
     notes: list[str] = field(default_factory=list)
     skipped: str | None = None  # why the file was not read, if it was not
 
@@ -248,6 +249,7 @@ def combine(read: Read, instance_labels: dict[str, str] | None = None) -> Inputs
                 unparsed_examples=result.unparsed_examples,
                 unparsed_shapes=result.unparsed_shapes,
                 tester_summaries=result.tester_summaries,
+                run_config=result.run_config,
                 notes=result.notes,
             )
         )

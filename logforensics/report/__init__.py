@@ -5,4 +5,14 @@ from logforensics.report.html import render_html
 from logforensics.report.jsonout import render_json
 from logforensics.report.markdown import render_markdown
 
-__all__ = ["ReportData", "build_report", "render_html", "render_json", "render_markdown"]
+# the outputs `analyze` writes, in the order it writes them: (kind, renderer of ReportData)
+RENDERERS = (("html", render_html), ("json", render_json), ("md", render_markdown))
+
+__all__ = [
+    "RENDERERS",
+    "ReportData",
+    "build_report",
+    "render_html",
+    "render_json",
+    "render_markdown",
+]

@@ -348,3 +348,12 @@ def balance(series: BalanceSeries, narrow: bool = False) -> dict:
         )
         ax.grid(axis="y", alpha=0.3)
         return {"uri": data_uri(fig), "note": None}
+
+
+# the report's charts in page order: (the ChartSeries field it draws, how)
+CHARTS = (
+    ("timeline", timeline),
+    ("engine", engine_state),
+    ("capacity", capacity),
+    ("balance", balance),
+)

@@ -134,12 +134,8 @@ def draw_charts(series: ChartSeries) -> dict[str, dict | None]:
     from logforensics.report import charts  # matplotlib loads only when charts are drawn
 
     out = {}
-    for key, draw, data in (
-        ("timeline", charts.timeline, series.timeline),
-        ("engine", charts.engine_state, series.engine),
-        ("capacity", charts.capacity, series.capacity),
-        ("balance", charts.balance, series.balance),
-    ):
+    for key, draw in charts.CHARTS:
+        data = getattr(series, key)
         if data is None:
             out[key] = None
             continue

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from logforensics.analysis import Analysis
 from logforensics.ingest.inputs import InputFile
-from logforensics.model import Capacity, OverallBalance, Step, from_json
+from logforensics.model import OMIT_EMPTY, Capacity, OverallBalance, Step, from_json
 
 
 @dataclass(frozen=True)
@@ -105,8 +105,8 @@ class FindingRecord:
     severity: str
     advice: str | None
     # only where a finding cites lines (written so, absent otherwise)
-    sources: list[str] = field(default_factory=list, metadata={"omit_empty": True})
-    lines: list[Quote] = field(default_factory=list, metadata={"omit_empty": True})
+    sources: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
+    lines: list[Quote] = field(default_factory=list, metadata=OMIT_EMPTY)
 
 
 @dataclass(frozen=True)
@@ -134,6 +134,8 @@ class InputRecord:
     unparsed_shapes: list[dict]
     notes: list[str]
     skipped: str | None
+    # the run's configuration as its tester recorded it (`logforensics loadtest`'s)
+    config: dict | None = field(default=None, metadata=OMIT_EMPTY)
 
 
 @dataclass(frozen=True)
@@ -219,6 +221,7 @@ def input_record(f: InputFile) -> InputRecord:
         unparsed_shapes=f.unparsed_shapes,
         notes=f.notes,
         skipped=f.skipped,
+        config=f.run_config,
     )
 
 

@@ -32,6 +32,7 @@ ISO = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})"
 LINES = {
     # logforensics loadtest
     "lf_run": r"^run (?P<run>\S+): steps (?P<steps>[\d,]+), rest \S+ s, timeout (?P<timeout>[\d.]+) s -> ",
+    "lf_config": r"^configuration -> \S",
     "lf_warmup": r"^warm-up: .+, [\d.]+ s$",
     "lf_step": (
         r"^step (?P<step>\d+)/\d+: (?P<sent>\d+) sent, (?P<done>\d+) done, (?P<failed>\d+) failed,"
