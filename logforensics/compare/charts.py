@@ -12,7 +12,8 @@ SIDE_STYLE = {"baseline": ("#5f6368", "o--"), "candidate": ("#1a57b8", "s-")}
 
 
 def capacity(c: Comparison, narrow: bool = False) -> str | None:
-    """Success % against the step, one line per side (its runs summed)."""
+    """Success % against the step, one line per side (its runs summed); with repetitions each
+    run's own rate as a faint point beside it (the runs are the samples)."""
     shared = [p for p in c.steps if p.baseline or p.candidate]
     if not shared:
         return None
@@ -28,6 +29,11 @@ def capacity(c: Comparison, narrow: bool = False) -> str | None:
                 color=colour,
                 label=f"{name} ({', '.join(r.label for r in getattr(c, name).runs)})",
             )
+            runs = [(k, rate) for k, s in points if s.runs > 1 for rate in s.success_rates]
+            if runs:
+                ax.plot([k for k, _ in runs], [100 * r for _, r in runs], "o", color=colour,
+                        alpha=0.35, markersize=4)  # fmt: skip
+        ax.set_xticks(sorted({p.key for p in shared}))
         ax.set_ylim(0, 105)
         ax.set_ylabel("success %")
         ax.set_xlabel("concurrent requests" if c.steps_by == "concurrency" else "step")
@@ -59,6 +65,7 @@ def split(c: Comparison, narrow: bool = False) -> str | None:
             [f"{p.key}\n{'base' if side == 'baseline' else 'cand'}" for p, side in slots],
         )
         ax.set_ylabel("requests reached")
+        ax.yaxis.get_major_locator().set_params(integer=True)
         ax.grid(axis="y", alpha=0.3)
         ax.legend(
             frameon=False, ncol=min(len(names), 6), loc="lower center", bbox_to_anchor=(0.5, 1.0)
@@ -71,9 +78,9 @@ CHARTS = (
     (
         "capacity",
         "Capacity, both sides",
-        "Success rate at each load, baseline (grey, dashed) against candidate (blue). A line "
-        "that does not rise where the change added capacity means the change did not reach "
-        "the bottleneck.",
+        "Success rate at each load, baseline (grey, dashed) against candidate (blue); with "
+        "repetitions, each run's own rate as a faint point. A line that does not rise where "
+        "the change added capacity means the change did not reach the bottleneck.",
         capacity,
     ),
     (

@@ -176,6 +176,12 @@ def headline(c: Comparison, t: Thresholds) -> str | None:
         what = f"{s} raised capacity, but the bottleneck is still {noun(base)}"
     elif worse and not better:
         what = f"{s} lowered capacity, and the bottleneck is still {noun(base)}"
+    elif p is not None and p.success and p.success.delta > 0 and p.success.interval:
+        what = (
+            f"{s} raised the success rate on average, not beyond what chance gives with "
+            f"{p.baseline.runs} and {p.candidate.runs} runs, and the bottleneck is still "
+            f"{noun(base)}"
+        )
     elif p is not None and p.success and p.success.delta > 0:
         what = f"{s} did not measurably raise capacity, and the bottleneck is still {noun(base)}"
     elif p is not None and p.success and p.success.delta < 0:

@@ -8,7 +8,7 @@ import json
 from logforensics import __version__
 from logforensics.compare import charts
 from logforensics.compare.conclude import died, listed
-from logforensics.compare.model import Comparison, InstanceSide, StepSide
+from logforensics.compare.model import Comparison, InstanceSide, StepPair, StepSide
 from logforensics.diagnose import Thresholds, cause_words
 from logforensics.model import as_json
 from logforensics.report.html import ENV
@@ -67,15 +67,20 @@ def split(s: StepSide | None) -> str:
     return ", ".join(f"{name} {n}" for name, n in s.per_instance.items())
 
 
-def _test(c: Comparison, key) -> str:
-    p = next(p for p in c.steps if p.key == key)
+def success_text(p: StepPair) -> str:
+    """The step's success test in a cell: "could be chance (p = 0.74)", "non-inferior (-4 to
+    +60 points); fragile: any one run"."""
     t = p.success
     if t is None:
         return "–"
     if t.p_value is not None:
         return f"{t.decision} (p = {t.p_value:.2f})"
     lo, hi = t.interval
-    return f"{t.decision} ({lo * 100:+.0f} to {hi * 100:+.0f} pts)"
+    text = f"{t.decision} ({lo * 100:+.0f} to {hi * 100:+.0f} points)"
+    if t.fragile:
+        every = len(t.fragile) == p.baseline.runs + p.candidate.runs
+        text += f"; fragile: {'any one run' if every else ', '.join(t.fragile)}"
+    return text
 
 
 def render_markdown(c: Comparison) -> str:
@@ -98,7 +103,7 @@ def render_markdown(c: Comparison) -> str:
         cells = [str(p.key)]
         for s in (p.baseline, p.candidate):
             cells += [_ok(s), *(_counts(s)), _cell(failed_where(s))]
-        lines.append(_row([*cells, _test(c, p.key)]))
+        lines.append(_row([*cells, _cell(success_text(p))]))
     lines += ["", f"_Steps matched by {c.steps_by}._", ""]
     head = [key, "P50 s base", "cand", "P95 s base", "cand", "×P95", "tok/s base", "cand",
             "split base", "cand", "balance base", "cand"]  # fmt: skip
@@ -139,6 +144,7 @@ def render_html(c: Comparison) -> str:
         version=__version__,
         charts=[d for d in drawn if d["uri"]],
         failed_where=failed_where,
+        success_text=success_text,
         split=split,
         words=cause_words,
     )
