@@ -3,6 +3,7 @@ differences judged against chance, a conclusion built from the evidence by rules
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from pathlib import Path
@@ -225,10 +226,18 @@ def test_repetitions_make_the_run_the_unit_and_name_a_fragile_decision():
     assert "dropping candidate b2 would change that" in c.conclusion[0]
 
 
-def test_steps_with_a_repeated_concurrency_are_matched_by_order():
+def test_steps_with_a_repeated_or_unknown_concurrency_are_matched_by_order():
     a = summary("none", [make_step(8, 8, index=1), make_step(8, 8, index=2)])
     c = build([run("a", a)], [run("b", a)])
     assert c.steps_by == "order" and [p.key for p in c.steps] == [1, 2]
+    # a rate-driven tester's steps name no concurrency: by order, never all under one key
+    unnamed = [
+        dataclasses.replace(make_step(n, n, ok), concurrency=None) for n, ok in ((4, 4), (9, 5))
+    ]
+    rated = summary("none", unnamed)
+    c = build([run("a", rated)], [run("b", rated)])
+    assert c.steps_by == "order" and [(p.key, p.baseline.sent) for p in c.steps] == [(1, 4), (2, 9)]
+    assert "in step 2 " in c.conclusion[0]
 
 
 def test_conditions_that_differ_are_flagged_first():

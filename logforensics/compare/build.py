@@ -59,11 +59,11 @@ def _side(name: str, runs: list[Run]) -> Side:
 
 
 def match_key(runs: list[Run]) -> str:
-    """Steps are matched by concurrency where every run's measured steps have distinct
-    concurrencies, else by their order."""
+    """Steps are matched by concurrency where every run's measured steps have distinct, known
+    concurrencies, else by their order (a rate-driven tester's steps name no concurrency)."""
     for r in runs:
         levels = [s.concurrency for s in r.summary.measured]
-        if len(set(levels)) != len(levels):
+        if None in levels or len(set(levels)) != len(levels):
             return "order"
     return "concurrency"
 
