@@ -235,3 +235,20 @@ def test_a_table_with_an_undeclared_column_is_refused():
     frame = pl.DataFrame({name: pl.Series([], dtype=dtype) for name, dtype in REQUESTS.items()})
     with pytest.raises(ValueError, match=r"undeclared \['extra'\], missing \['reach'\]"):
         declared(REQUESTS, frame.drop("reach").with_columns(pl.lit(1).alias("extra")))
+
+
+def test_files_are_numbered_in_input_order_whichever_parses_first(tmp_path):
+    """`source` ids break ties in the matchers' sorts (two logs' lines stamped alike): each
+    file's prefix is registered in input order before the threads parse, largest first, so
+    one bundle gives one answer in every run (compare-reps/a1's proxy matches went 11 or 12
+    by which log a thread reached first)."""
+    from logforensics import model
+    from logforensics.ingest import ParseContext
+    from logforensics.ingest.inputs import read
+
+    line = '2026-02-24T06:16:05.{:06d}Z INFO:     10.0.0.2:1 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+    large, small = tmp_path / "a-large.log", tmp_path / "b-small.log"
+    large.write_text("".join(line.format(k) for k in range(20000)))
+    small.write_text(line.format(1))  # parsed, and so numbered, first by a racing thread
+    read([large, small], ParseContext(year=2026))
+    assert model.source_prefix(f"{large}:") < model.source_prefix(f"{small}:")

@@ -190,9 +190,37 @@ def test_proxy_traceback_becomes_one_event(tmp_path):
     assert event["http_status"] == 502
     assert "TimeoutError → BrokenPipeError: [Errno 32] Broken pipe" in event["detail"]
     assert event["at"] == dt.datetime(2026, 2, 24, 6, 18, 2, tzinfo=UTC)
-    assert labels(events["source"]) == ["instance-1.log:2"]
+    # cited by the line that says what happened (the timeout), not the separator at line 2
+    assert labels(events["source"]) == ["instance-1.log:7"]
     assert result.unparsed == 0
     assert result.parsed == 2 + len(PROXY_TRACEBACK.splitlines())
+
+
+def test_a_traceback_is_cited_by_the_exception_that_names_its_kind(tmp_path):
+    """The kind is the first of NETWORK_KINDS the block names: a block whose first exception
+    names none is cited at the one that does; a block naming no kind, at its first exception."""
+    text = (
+        'INFO:     10.0.0.2:1 - "GET /health HTTP/1.1" 200 OK\n'
+        "Traceback (most recent call last):\n"
+        '  File "/app/proxy.py", line 70, in _forward\n'
+        "    resp = opener.open(req)\n"
+        "ValueError: bad header\n"
+        "\n"
+        "During handling of the above exception, another exception occurred:\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "/app/proxy.py", line 76, in _forward\n'
+        "    self.send_error(502)\n"
+        "BrokenPipeError: [Errno 32] Broken pipe\n"
+        'INFO:     10.0.0.2:2 - "GET /health HTTP/1.1" 200 OK\n'
+        "Traceback (most recent call last):\n"
+        '  File "/app/proxy.py", line 90, in do_POST\n'
+        "    body = json.loads(raw)\n"
+        "KeyError: 'model'\n"
+    )
+    events = parse(tmp_path, text).table("proxy_events")
+    assert events["kind"].to_list() == ["broken_pipe", "exception"]
+    assert labels(events["source"]) == ["instance-1.log:12", "instance-1.log:17"]
 
 
 def test_seed_abbreviated_traceback_frames(tmp_path):
@@ -388,7 +416,8 @@ def test_multi_line_messages_repeat_the_prefix(tmp_path):
     result = parse(tmp_path, text)
     events = result.table("engine_events")
     assert events["kind"].to_list() == ["oom", "engine_dead"]
-    assert labels(events["source"]) == ["instance-1.log:2", "instance-1.log:1"]
+    # the traceback cited at its OutOfMemoryError, not at "Traceback (most recent call last)"
+    assert labels(events["source"]) == ["instance-1.log:5", "instance-1.log:1"]
     assert (
         "(innermost frame /usr/local/lib/python3.12/site-packages/vllm/v1/engine/core.py:691"
         in (events["detail"][0])

@@ -444,7 +444,8 @@ def inference_lines(proxy: pl.DataFrame) -> pl.DataFrame:
         )
         .collect()
         .with_columns(pl.lit(_stamp_precision(proxy)).alias("at_precision_s"))
-        .sort("at")
+        # lines stamped alike (nginx's $msec: many a millisecond) keep the log's order
+        .sort("at", "source", maintain_order=True)
         .with_row_index("_line")
         .with_columns(pl.col("_line").alias("instance"))
     )

@@ -176,6 +176,10 @@ def read(
     # run alone at the end; results keep the input order.
     parsed: list = [None] * len(files)
     lines_so_far = 0
+    # each file's `source` prefix registered in input order, before the threads race to it:
+    # sorts that break ties by `source` then order files alike in every run
+    for path, _ in files:
+        model.source_prefix(f"{path}:")
     order = sorted(range(len(files)), key=lambda i: -_size(files[i][0]))
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {

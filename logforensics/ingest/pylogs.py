@@ -148,6 +148,29 @@ ENGINE_KINDS = {
 }
 
 
+def deciding_line(blocks: pl.DataFrame) -> pl.Series:
+    """Per traceback block, the line of the exception that names the block's kind (the
+    first, in the order raised), else of its first exception."""
+    chains = blocks.select(
+        pl.int_range(pl.len()).alias("_b"),
+        pl.coalesce("engine_kind", "network_kind").alias("kind"),
+        "chain",
+        "chain_lines",
+    ).explode("chain", "chain_lines")
+    names_kind = pl.lit(False)
+    for kind, rx in {**NETWORK_KINDS, **ENGINE_KINDS}.items():
+        names_kind = (
+            pl.when(pl.col("kind") == kind)
+            .then(pl.col("chain").str.contains(rx))
+            .otherwise(names_kind)
+        )
+    decided = chains.group_by("_b", maintain_order=True).agg(
+        pl.col("chain_lines").filter(names_kind).first().alias("named"),
+        pl.col("chain_lines").first().alias("first"),
+    )
+    return decided.sort("_b").select(pl.coalesce("named", "first"))["named"]
+
+
 @register_line_format
 class PythonTraceback(LineFormat):
     """A Python traceback: the whole block becomes one event.
@@ -266,6 +289,7 @@ class PythonTraceback(LineFormat):
                 pl.col("_role").first(),
                 pl.col("at").first(),
                 pl.col("msg").filter(pl.col("is_exc")).alias("chain"),
+                pl.col("line_no").filter(pl.col("is_exc")).alias("chain_lines"),
                 pl.col("_f").filter(pl.col("is_frame")).last().alias("innermost"),
                 pl.col("msg").str.join("\n").alias("text"),
             )
@@ -288,7 +312,11 @@ class PythonTraceback(LineFormat):
             .str.extract(r"send_error\((\d{3})", 1)
             .cast(pl.Int64)
             .alias("http_status"),
-            source_expr(source.display).alias("source"),
+        )
+        # cited by its deciding line: the exception that names its kind ("TimeoutError: timed
+        # out"), else its first exception; never the banner or separator the block opens with
+        blocks = blocks.with_columns(deciding_line(blocks).alias("line_no")).with_columns(
+            source_expr(source.display).alias("source")
         )
         proxy = blocks.filter(pl.col("engine_kind").is_null()).select(
             "at",

@@ -7,7 +7,8 @@ FORMAT_VERSION is bumped, with a line below, whenever the shape changes:
 #     peak_waiting, peak_kv_pct; runs[].busy_at_start.source as file:line (was a
 #     process-local number); coverage sorted by instance; findings[].sources; inputs[].config
 #     (logforensics loadtest's configuration); findings: missing_instance_log exactly when
-#     the reach decision doubts "never reached", other unseen successes successes_unseen.
+#     the reach decision doubts "never reached", other unseen successes successes_unseen; a
+#     Python traceback cited at the exception naming its kind (was its first line).
 # 9:  retries: runs[].per_instance counts every instance an attempt reached, served_by,
 #     retried, totals.retried; an ambiguous clock leaves disputed requests unattributed.
 # 8:  clock.interval and clock.basis, the same on proxy.clock; clock.second a rival.
