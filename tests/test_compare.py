@@ -17,6 +17,7 @@ from logforensics.compare.model import RunRef
 from logforensics.model import Capacity, Failures, OverallBalance
 from logforensics.report.jsonout import FORMAT_VERSION, ReportVersionError, contract, read_report
 from logforensics.report.summary import (
+    ClockRecord,
     InputRecord,
     InstanceShare,
     Summary,
@@ -99,7 +100,7 @@ def summary(
         inputs=[client_input(config)],
         tester_figures=[],
         errors=[],
-        clock={},
+        clock=ClockRecord(0.0, "assumed", 0, 0, None, None, None, 0, False, None, None, None, {}),
         coverage={},
         proxy=None,
         unmatched_server_records=0,

@@ -2,8 +2,8 @@
 the JSON report field by field (report.jsonout) and read back from it the same, so that
 `compare` reads a saved report and a fresh analysis alike.
 
-The parts a comparison reads (verdict, totals, instances, steps, capacity, balance,
-findings, inputs) are typed; clock, proxy and ledger are still the JSON's own objects.
+Every part is typed but the tester's own figures and the ledger's pointer, which are the
+JSON's own objects.
 """
 
 from __future__ import annotations
@@ -139,6 +139,77 @@ class InputRecord:
 
 
 @dataclass(frozen=True)
+class RivalClock:
+    """The best other offset and the records that agree with it."""
+
+    offset_s: float
+    paired: int
+
+
+@dataclass(frozen=True)
+class InstanceClock:
+    """One instance's own clock against the common one."""
+
+    offset_s: float
+    method: str
+    matched: int
+    considered: int
+    moved_s: float | None
+
+
+@dataclass(frozen=True)
+class ClockRecord:
+    """The client→servers offset, how it was decided and what else the evidence allows."""
+
+    offset_s: float
+    method: str  # forced | estimated | assumed
+    matched: int
+    considered: int
+    fit: float | None
+    residual_s: float | None
+    zone_hint: str | None
+    paired: int
+    ambiguous: bool
+    interval: list[float] | None
+    basis: str | None
+    second: RivalClock | None
+    instances: dict[str, InstanceClock]
+
+
+@dataclass(frozen=True)
+class UpstreamRecord:
+    """A proxy upstream address and the instance it was mapped to, with what decided it."""
+
+    instance: str | None
+    fit: float | None
+    lines: int
+    forced: bool
+    by: str | None
+    counts_r: float | None
+
+
+@dataclass(frozen=True)
+class ProxyClock:
+    offset_s: float
+    method: str
+    matched: int
+    considered: int
+    interval: list[float] | None
+    basis: str | None
+
+
+@dataclass(frozen=True)
+class ProxyRecord:
+    """What the proxy's log witnessed: its upstreams, the requests it matched, its clock."""
+
+    upstreams: dict[str, UpstreamRecord]
+    matched: int
+    delivered: int
+    refused: int
+    clock: ProxyClock | None
+
+
+@dataclass(frozen=True)
 class Summary:
     """The report's statements, in the JSON's order."""
 
@@ -154,9 +225,9 @@ class Summary:
     inputs: list[InputRecord]
     tester_figures: list[dict]
     errors: list[str]
-    clock: dict
+    clock: ClockRecord
     coverage: dict[str, list[dt.datetime]]
-    proxy: dict | None
+    proxy: ProxyRecord | None
     unmatched_server_records: int
     ledger: dict | None = None
 
@@ -196,9 +267,9 @@ def summarize(
         inputs=[input_record(f) for f in analysis.inputs],
         tester_figures=analysis.tester_figures,
         errors=analysis.errors,
-        clock=clock_dict(analysis),
+        clock=from_json(ClockRecord, clock_dict(analysis)),
         coverage={k: [a, b] for k, (a, b) in sorted(analysis.coverage.items())},
-        proxy=analysis.proxy_summary(),
+        proxy=from_json(ProxyRecord, analysis.proxy_summary()),
         unmatched_server_records=analysis.unmatched_server_records,
         ledger=ledger,
     )
