@@ -519,3 +519,17 @@ def test_a_manifest_names_the_runs_and_the_change(tmp_path):
     assert (
         f"{bad}: `baseline` names runs that do not exist: {tmp_path / 'nowhere'}" in result.output
     )
+
+
+def test_two_loadtest_runs_recorded_differ_only_in_max_tokens_and_say_so_first(tmp_path):
+    truth, sums = pair_truth("compare-conditions")
+    got = compare_pair("compare-conditions", tmp_path, "the longer answers")
+    assert_steps_match_the_truth(got, sums)
+    assert [d["what"] for d in got["conditions"]] == truth["conditions"] == ["max tokens"]
+    (flagged,) = got["conditions"]
+    assert (flagged["baseline"], flagged["candidate"]) == ("64", "256")
+    assert got["not_checked"] == []  # loadtest recorded every condition compare reads
+    assert got["conclusion"][0] == (
+        "The runs' conditions differ (max tokens: 64 against 256): their numbers may not compare."
+    )
+    assert got["bottleneck_change"] == truth["bottleneck"]["change"] == "none"

@@ -563,3 +563,21 @@ def test_loadtests_configuration_is_kept_on_its_input_and_counts_no_request(tmp_
     assert got["totals"]["sent"] == 3  # the requests are the record file's alone
     others = [f for f in got["inputs"] if f["format"] != "loadtest_config"]
     assert all("config" not in f for f in others)  # left out where a file has none
+
+
+def test_loadtests_console_with_its_configuration_and_warning_lines_is_all_understood():
+    """The console of a recorded run (compare-conditions/short): the configuration line and
+    the short-rest warning are the tester's own, not unparsed lines."""
+    from logforensics.ingest.base import ParseContext as Ctx
+    from tests.conftest import RECORDINGS
+
+    path = RECORDINGS / "compare-conditions" / "short" / "client-stdout.log"
+    source = SourceFile(path, str(path), "client-stdout")
+    fmt = detect(source)
+    assert fmt is FILE_FORMATS["tester_console"]
+    result = fmt.parse(source, Ctx(year=2026))
+    assert (result.lines, result.unparsed) == (7, 0)
+    assert [(s["concurrency"], s["sent"], s["ok"]) for s in result.tester_summaries] == [
+        (2, 2, 2),
+        (4, 4, 4),
+    ]

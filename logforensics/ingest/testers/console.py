@@ -33,6 +33,8 @@ LINES = {
     # logforensics loadtest
     "lf_run": r"^run (?P<run>\S+): steps (?P<steps>[\d,]+), rest \S+ s, timeout (?P<timeout>[\d.]+) s -> ",
     "lf_config": r"^configuration -> \S",
+    # its own warnings (loadtest.py: a rest shorter than the timeout)
+    "lf_warning": r"^warning: rest \S+ s is shorter than timeout ",
     "lf_warmup": r"^warm-up: .+, [\d.]+ s$",
     "lf_step": (
         r"^step (?P<step>\d+)/\d+: (?P<sent>\d+) sent, (?P<done>\d+) done, (?P<failed>\d+) failed,"
