@@ -12,11 +12,11 @@ import dataclasses
 from collections.abc import Callable
 
 from logforensics.compare import stats
-from logforensics.compare.model import Comparison, StepPair, StepSide
+from logforensics.compare.model import Comparison, StepPair
 from logforensics.diagnose import Thresholds, cause_words
 from logforensics.model import Failures
 
-NOUNS = {"instance_failure": "a failing instance", "mixed": "verdicts that differ between runs"}
+NOUNS = {"instance_failure": "a failing instance"}
 
 
 def noun(bottleneck: str) -> str:
@@ -241,7 +241,3 @@ RULES: tuple[Callable[[Comparison, Thresholds], str | None], ...] = (
 
 def with_conclusion(c: Comparison, t: Thresholds) -> Comparison:
     return dataclasses.replace(c, conclusion=[s for rule in RULES if (s := rule(c, t))])
-
-
-def side_text(side: StepSide | None) -> str:
-    return "–" if side is None else f"{side.succeeded}/{side.sent}"
