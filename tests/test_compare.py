@@ -533,3 +533,20 @@ def test_two_loadtest_runs_recorded_differ_only_in_max_tokens_and_say_so_first(t
         "The runs' conditions differ (max tokens: 64 against 256): their numbers may not compare."
     )
     assert got["bottleneck_change"] == truth["bottleneck"]["change"] == "none"
+
+
+def test_a_testers_json_result_file_is_a_run_of_evidence_not_a_refused_report(tmp_path):
+    """llm-load-test writes its results as .json: analysed as evidence, never taken for a
+    report of an unknown format; a damaged report is still refused by name."""
+    from logforensics.ingest.base import SAMPLES_DIR
+
+    result_file = SAMPLES_DIR / "llm_load_test_vllm_output-004.json"
+    result = CliRunner().invoke(
+        cli, ["compare", str(result_file), str(result_file), "--json", str(tmp_path / "c.json")]
+    )
+    assert result.exit_code == 0, result.output
+    got = json.loads((tmp_path / "c.json").read_text())
+    assert [r["read_as"] for r in got["baseline"]["runs"] + got["candidate"]["runs"]] == [
+        "analysed",
+        "analysed",
+    ]

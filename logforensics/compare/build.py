@@ -24,7 +24,7 @@ from logforensics.compare.model import (
 )
 from logforensics.diagnose import Thresholds
 from logforensics.model import Failures, Step
-from logforensics.report.jsonout import read_report
+from logforensics.report.jsonout import NotAReport, read_report
 from logforensics.report.summary import Summary
 
 
@@ -39,9 +39,12 @@ class Run:
 def read_run(path: Path, analyse: Callable[[Path, bool], Summary]) -> Run:
     """A run given as a JSON report this tool wrote, a `--tables` dataset or a folder/file of
     evidence (`analyse(path, is_dataset)` reads the last two as `analyze` would)."""
-    if path.is_file() and path.suffix == ".json":
-        summary, how = read_report(path), "report"
-    else:
+    try:  # a JSON report this tool wrote; any other JSON file is evidence, analysed
+        is_json = path.is_file() and path.suffix == ".json"
+        summary, how = (read_report(path), "report") if is_json else (None, "")
+    except NotAReport:
+        summary = None
+    if summary is None:
         dataset = path.is_dir() and (path / "dataset.json").is_file()
         summary, how = analyse(path, dataset), "tables" if dataset else "analysed"
     v = summary.verdict

@@ -37,6 +37,10 @@ class ReportVersionError(ValueError):
     """A JSON report this version cannot read: not one of ours, or another format version."""
 
 
+class NotAReport(ReportVersionError):
+    """JSON, but not a report this tool wrote (a tester's result file, say)."""
+
+
 def contract(summary: Summary) -> dict:
     """The JSON report's object."""
     return as_json(summary)
@@ -55,7 +59,7 @@ def read_report(path: Path) -> Summary:
         raise ReportVersionError(f"{path}: not a JSON report ({exc})") from exc
     version = data.get("format_version") if isinstance(data, dict) else None
     if not isinstance(version, int) or "verdict" not in data or "runs" not in data:
-        raise ReportVersionError(f"{path}: not a logforensics JSON report (no format_version)")
+        raise NotAReport(f"{path}: not a logforensics JSON report (no format_version)")
     if version > FORMAT_VERSION:
         raise ReportVersionError(
             f"{path}: format_version {version} is newer than this logforensics reads "
