@@ -471,10 +471,14 @@ def compare_command(
     write_outputs(RENDERERS, {"html": html_out, "json": json_out, "md": md_out}, comparison)
     for sentence in comparison.conclusion:
         click.echo(sentence, err=_to_stdout(html_out, json_out, md_out))
+    # a run whose own inputs were faulty is compared, but said so, and exits 2 as analyze does
+    faulty = [f"{path}: {error}" for path, run in read.items() for error in run.summary.errors]
+    for message in faulty:
+        click.echo(f"logforensics: error: in a run's inputs: {message}", err=True)
     holding = held(fail_on, comparison)
     for condition in holding:
         click.echo(f"logforensics: fail-on: {condition}", err=True)
-    sys.exit(EXIT_GATE if holding else EXIT_OK)
+    sys.exit(EXIT_BAD_INPUT if faulty else EXIT_GATE if holding else EXIT_OK)
 
 
 def write_outputs(renderers, targets: dict[str, Path | None], data) -> None:

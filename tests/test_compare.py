@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -550,3 +551,17 @@ def test_a_testers_json_result_file_is_a_run_of_evidence_not_a_refused_report(tm
         "analysed",
         "analysed",
     ]
+
+
+def test_a_run_whose_own_inputs_are_faulty_is_compared_but_exits_2_naming_them(tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(RECORDINGS / "compare-seed" / "one-instance", run_dir)
+    stray = tmp_path / "notes.bin"
+    stray.write_bytes(b"\x00\x01 not a log")
+    result = CliRunner().invoke(
+        cli, ["compare", "--baseline", str(run_dir), "--baseline", str(stray),
+              "--candidate", str(run_dir), "--json", str(tmp_path / "c.json")],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert f"in a run's inputs: {stray}:" in result.output
+    assert (tmp_path / "c.json").is_file()  # the comparison is still written
