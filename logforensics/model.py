@@ -39,6 +39,9 @@ CLIENT_REQUESTS = {
     "step": COUNT,  # load step as the client recorded it (None if unknown)
     # what the tester configured for this request's step (None where no metadata says)
     "concurrency": COUNT,
+    # the request rate (requests/s) the tester was set to send this step at, where it fixed
+    # one (GuideLLM's constant/poisson, `vllm bench serve --request-rate`); None: unbounded
+    "rate": pl.Float64,
     "index": COUNT,  # request number within its step
     "started_at": UTC_US,
     "ended_at": UTC_US,
@@ -486,6 +489,7 @@ class Step:
     output_tokens_per_s: float | None
     balance: Balance
     failures: Failures = Failures()
+    rate: float | None = None  # requests/s the tester was set to send at, where it fixed one
 
 
 @dataclasses.dataclass(frozen=True)

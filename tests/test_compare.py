@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from logforensics.cli import cli
 from logforensics.compare import RENDERERS, Run, build, held, parse_gate, stats
-from logforensics.compare.model import RunRef
+from logforensics.compare.model import COMPARE_FORMAT_VERSION, RunRef
 from logforensics.model import Capacity, Failures, OverallBalance
 from logforensics.report.jsonout import FORMAT_VERSION, ReportVersionError, contract, read_report
 from logforensics.report.summary import (
@@ -242,6 +242,27 @@ def test_steps_with_a_repeated_or_unknown_concurrency_are_matched_by_order():
     assert "in step 2 " in c.conclusion[0]
 
 
+def test_rate_driven_steps_are_matched_by_the_rate_the_tester_fixed():
+    """A rate-driven step's concurrency is only what it sent (19 here, 20 there): matched by
+    it, no step would pair. The rate the tester fixed pairs them, and the sentences say it."""
+    base = summary(
+        "none", [make_step(n, n, ok, rate=r) for n, ok, r in ((10, 10, 2.0), (25, 25, 5.0))]
+    )
+    cand = summary(
+        "none", [make_step(n, n, ok, rate=r) for n, ok, r in ((10, 10, 2.0), (24, 12, 5.0))]
+    )
+    c = build([run("a", base)], [run("b", cand)])
+    assert c.steps_by == "rate" and c.key_name == "requests/s"
+    assert [(p.key, p.baseline.sent, p.candidate.sent) for p in c.steps] == [
+        (2.0, 10, 10),
+        (5.0, 25, 24),
+    ]
+    assert any("at 5 requests/s" in line for line in c.conclusion)
+    # one rate for every step, the concurrency varied (a sweep of --max-concurrency): by that
+    fixed = summary("none", [make_step(n, n, rate=5.0) for n in (4, 8)])
+    assert build([run("a", fixed)], [run("b", fixed)]).steps_by == "concurrency"
+
+
 def test_conditions_that_differ_are_flagged_first():
     a = summary("none", [make_step(4, 4, timeout_s=60.0), make_step(8, 8, timeout_s=60.0)])
     b = summary("none", [make_step(4, 4, timeout_s=60.0), make_step(16, 16, timeout_s=30.0)])
@@ -306,7 +327,9 @@ def test_a_future_or_foreign_report_is_refused_by_name(tmp_path):
     data = json.loads(OLD_REPORT.read_text())
     future = tmp_path / "future.json"
     future.write_text(json.dumps({**data, "format_version": FORMAT_VERSION + 1}))
-    with pytest.raises(ReportVersionError, match=r"future\.json: format_version 11 is newer"):
+    with pytest.raises(
+        ReportVersionError, match=rf"future\.json: format_version {FORMAT_VERSION + 1} is newer"
+    ):
         read_report(future)
     ancient = tmp_path / "ancient.json"
     ancient.write_text(json.dumps({**data, "format_version": 7}))
@@ -421,7 +444,7 @@ def assert_steps_match_the_truth(got: dict, sums: dict) -> None:
 def test_the_write_ups_comparison_recorded_one_instance_against_two(tmp_path):
     truth, sums = pair_truth("compare-seed")
     got = compare_pair("compare-seed", tmp_path, "the second instance")
-    assert got["format_version"] == 1 and got["steps_by"] == truth["steps_by"]
+    assert got["format_version"] == COMPARE_FORMAT_VERSION and got["steps_by"] == truth["steps_by"]
     assert (got["baseline"]["bottleneck"], got["candidate"]["bottleneck"]) == ("front_proxy",) * 2
     assert got["bottleneck_change"] == truth["bottleneck"]["change"] == "unchanged"
     assert_steps_match_the_truth(got, sums)

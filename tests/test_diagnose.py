@@ -315,16 +315,45 @@ def test_a_kv_cache_that_filled_without_failures_is_still_named():
     assert v.bottleneck == Bottleneck.KV_CACHE and "no request failed" in v.summary
 
 
-def test_failures_that_never_reached_an_instance_while_every_instance_was_saturated():
-    """The proxy turned requests away while both engines were full: that may be load
-    shedding, not the proxy's fault. Not a front-proxy verdict; `missing` says why."""
+def test_refusals_at_the_front_while_every_kv_cache_was_full_are_shed_not_a_front_verdict():
+    """The proxy turned requests away while both engines were full: it shed what they could
+    not take. The KV cache is the bottleneck, qualified `shed_at_front`, and the advice leads
+    with capacity, not with raising the proxy's limit."""
     case = successes(Case(["gpu-a", "gpu-b"]))
     case.requests_n(6, 100, 100.2, False, reach="unreached", delivery="refused", http_status=503)
     for name in ("gpu-a", "gpu-b"):
         case.stats_every(name, 0, 150, running=8, waiting=6, gpu=98.0)
     v = case.verdict()
-    assert v.bottleneck == Bottleneck.INCONCLUSIVE
-    assert any("was saturated" in m for m in v.missing)
+    assert v.bottleneck == Bottleneck.KV_CACHE and v.qualifiers == ["shed_at_front"]
+    assert v.failures == 6 and v.subject == "gpu-a, gpu-b"
+    assert v.summary.startswith("The KV cache, shed at the front: 6 of 6 failed requests")
+    assert v.recommendations[0].startswith("Add KV capacity")
+    shed = next(e for e in v.evidence if e.signal == "shed_at_the_front_while_kv_full")
+    assert shed.value == (
+        "6/6 never reached an instance (6 refused in the front's own log), while gpu-a, gpu-b "
+        "ran with KV cache up to 98% and up to 6 requests waiting"
+    )
+
+
+def test_refusals_at_the_front_while_engines_queued_with_kv_room_are_shed_by_compute():
+    case = successes(Case(["gpu-a", "gpu-b"]))
+    case.requests_n(4, 100, 100.2, False, reach="unreached", delivery="refused", http_status=503)
+    for name in ("gpu-a", "gpu-b"):
+        case.stats_every(name, 0, 150, running=16, waiting=5, gpu=40.0)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.GPU and v.qualifiers == ["shed_at_front"]
+    assert v.recommendations[0].startswith("Add compute (replicas)")
+    assert "shed_at_the_front_while_engines_busy" in signals(v)
+
+
+def test_refusals_while_one_engine_had_room_stay_the_fronts():
+    """One engine full, the other idle: the front refused what an engine could take."""
+    case = successes(Case(["gpu-a", "gpu-b"]))
+    case.requests_n(4, 100, 100.2, False, reach="unreached", delivery="refused", http_status=503)
+    case.stats_every("gpu-a", 0, 150, running=8, waiting=6, gpu=98.0)
+    case.stats_every("gpu-b", 0, 150, running=1, waiting=0, gpu=5.0)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.FRONT_PROXY and v.qualifiers == []
 
 
 def test_failures_no_log_covers_are_inconclusive():

@@ -61,21 +61,28 @@ def _side(name: str, runs: list[Run]) -> Side:
                 instances)  # fmt: skip
 
 
+def _distinct(values: list) -> bool:
+    return None not in values and len(set(values)) == len(values)
+
+
 def match_key(runs: list[Run]) -> str:
-    """Steps are matched by concurrency where every run's measured steps have distinct, known
-    concurrencies, else by their order (a rate-driven tester's steps name no concurrency)."""
-    for r in runs:
-        levels = [s.concurrency for s in r.summary.measured]
-        if None in levels or len(set(levels)) != len(levels):
-            return "order"
-    return "concurrency"
+    """How the runs' measured steps are matched: by what the tester varied. By rate where
+    every step of every run names a rate the tester fixed, distinct within its run (a
+    rate-driven tester's "concurrency" may be only the requests a step sent); else by
+    concurrency where those are distinct within each run; else by position."""
+    steps = [r.summary.measured for r in runs]
+    if all(_distinct([s.rate for s in run]) for run in steps):
+        return "rate"
+    if all(_distinct([s.concurrency for s in run]) for run in steps):
+        return "concurrency"
+    return "order"
 
 
-def _keyed(run: Run, by: str) -> dict[int, Step]:
+def _keyed(run: Run, by: str) -> dict[float, Step]:
     steps = run.summary.measured
-    if by == "concurrency":
-        return {s.concurrency: s for s in steps}
-    return {k: s for k, s in enumerate(steps, start=1)}
+    if by == "order":
+        return {k: s for k, s in enumerate(steps, start=1)}
+    return {getattr(s, by): s for s in steps}
 
 
 def _median(values: list[float | None]) -> float | None:

@@ -36,7 +36,7 @@ def capacity(c: Comparison, narrow: bool = False) -> str | None:
         ax.set_xticks(sorted({p.key for p in shared}))
         ax.set_ylim(0, 105)
         ax.set_ylabel("success %")
-        ax.set_xlabel("concurrent requests" if c.steps_by == "concurrency" else "step")
+        ax.set_xlabel(c.key_name)
         ax.grid(alpha=0.3)
         ax.legend(frameon=False, loc="lower left")
         return data_uri(fig)
@@ -62,7 +62,7 @@ def split(c: Comparison, narrow: bool = False) -> str | None:
             ax.bar(xs, ys, width, label=name, color=colours[k % len(colours)])
         ax.set_xticks(
             range(len(slots)),
-            [f"{p.key}\n{'base' if side == 'baseline' else 'cand'}" for p, side in slots],
+            [f"{p.key:g}\n{'base' if side == 'baseline' else 'cand'}" for p, side in slots],
         )
         ax.set_ylabel("requests reached")
         ax.yaxis.get_major_locator().set_params(integer=True)

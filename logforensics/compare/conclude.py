@@ -46,10 +46,6 @@ def _worse(p: StepPair) -> bool:
     return bool(t) and (t.decision == "lower" or (t.interval is not None and t.interval[1] < 0))
 
 
-def _load(c: Comparison, p: StepPair) -> str:
-    return f"at {p.key} concurrent" if c.steps_by == "concurrency" else f"in step {p.key}"
-
-
 def _served(p: StepPair) -> str:
     a, b = p.baseline, p.candidate
     if (a.succeeded, a.sent) == (b.succeeded, b.sent):
@@ -190,7 +186,7 @@ def headline(c: Comparison, t: Thresholds) -> str | None:
         what = f"{s} did not raise capacity, and the bottleneck is still {noun(base)}"
     if p is None:
         return what + "; the runs share no step to compare."
-    return f"{what}: {_load(c, p)} {_served(p)}{_judged(p)}{_where(c, p, t)}."
+    return f"{what}: {c.load(p)} {_served(p)}{_judged(p)}{_where(c, p, t)}."
 
 
 def instances_alone(c: Comparison, t: Thresholds) -> str | None:
@@ -219,7 +215,7 @@ def latency(c: Comparison, t: Thresholds) -> str | None:
     if p is None or p.p95_ratio is None:
         return None
     return (
-        f"P95 latency {_load(c, p)}: {p.baseline.p95_s:.1f} s → {p.candidate.p95_s:.1f} s "
+        f"P95 latency {c.load(p)}: {p.baseline.p95_s:.1f} s → {p.candidate.p95_s:.1f} s "
         f"(×{p.p95_ratio:.2f}), reported, not judged: latencies of one step are one sample."
     )
 

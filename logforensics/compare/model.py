@@ -10,7 +10,8 @@ from logforensics.model import Failures
 
 # 1: the first: runs, bottleneck, steps (matched, success tests), instances, conditions,
 #    conclusion
-COMPARE_FORMAT_VERSION = 1
+# 2: steps matched by the rate the tester fixed (steps_by "rate", steps[].key that rate)
+COMPARE_FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class SuccessTest:
 
 @dataclass(frozen=True)
 class StepPair:
-    key: int  # the concurrency, or the position where steps are matched by order
+    key: float  # the concurrency, the rate, or the position (`Comparison.steps_by`)
     baseline: StepSide | None
     candidate: StepSide | None
     success: SuccessTest | None
@@ -114,9 +115,20 @@ class Comparison:
     baseline: Side
     candidate: Side
     bottleneck_change: str  # unchanged | moved | removed | appeared | none | mixed
-    steps_by: str  # concurrency | order
+    steps_by: str  # rate | concurrency | order
     steps: list[StepPair]
     instances: list[InstanceRow]
     conditions: list[Condition]
     not_checked: list[str]  # conditions some run does not record: not compared
     conclusion: list[str]  # sentences built by `conclude.RULES` from the records above
+
+    @property
+    def key_name(self) -> str:
+        """The matched steps' column heading and chart axis."""
+        return {"rate": "requests/s", "concurrency": "concurrency"}.get(self.steps_by, "step")
+
+    def load(self, p: StepPair) -> str:
+        """A matched step in a sentence: "at 20 concurrent", "at 2.5 requests/s", "in step 3"."""
+        if self.steps_by == "rate":
+            return f"at {p.key:g} requests/s"
+        return f"at {p.key} concurrent" if self.steps_by == "concurrency" else f"in step {p.key}"

@@ -94,13 +94,13 @@ def render_markdown(c: Comparison) -> str:
         f"| candidate | {cause_words(k.bottleneck)} | {_cell(', '.join(r.label for r in k.runs))} |",
         "",
     ]
-    key = "concurrency" if c.steps_by == "concurrency" else "step"
+    key = c.key_name
     head = [key, "baseline ok / sent", "failed", "unreached", "where they failed",
             "candidate ok / sent", "failed", "unreached", "where they failed",
             "success, candidate against baseline"]  # fmt: skip
     lines += [_row(head), "|" + "---|" * len(head)]
     for p in c.steps:
-        cells = [str(p.key)]
+        cells = [f"{p.key:g}"]
         for s in (p.baseline, p.candidate):
             cells += [_ok(s), *(_counts(s)), _cell(failed_where(s))]
         lines.append(_row([*cells, _cell(success_text(p))]))
@@ -111,7 +111,7 @@ def render_markdown(c: Comparison) -> str:
     for p in c.steps:
         a, z = p.baseline, p.candidate
         lines.append(_row([
-            str(p.key), _num(a and a.p50_s), _num(z and z.p50_s), _num(a and a.p95_s),
+            f"{p.key:g}", _num(a and a.p50_s), _num(z and z.p50_s), _num(a and a.p95_s),
             _num(z and z.p95_s), _num(p.p95_ratio, 2), _num(a and a.output_tokens_per_s, 0),
             _num(z and z.output_tokens_per_s, 0), _cell(split(a)), _cell(split(z)),
             _cell(a.balance if a else "–"), _cell(z.balance if z else "–"),

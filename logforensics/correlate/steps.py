@@ -317,6 +317,7 @@ def summarise(
             pl.col("output_tokens").filter(pl.col("ok")).sum().alias("output_tokens"),
             pl.col("latency_s").filter(pl.col("ok")).max().alias("ok_span_s"),
             pl.col("timeout_s").max().alias("timeout_s"),
+            pl.col("rate").max().alias("rate"),
             pl.col("rest_before_s").min().alias("rest_before_s"),
             retried(client).sum().alias("retried"),
             *[(failed & (pl.col("_failed_at") == w)).sum().alias(f"!{w}") for w in FAILED_AT],
@@ -414,6 +415,7 @@ def summarise(
                 # request sent to an instance that was down is still the balancer's pick of it
                 balance=balance(routed),
                 failures=failures,
+                rate=row["rate"],
             )
         )
     return runs

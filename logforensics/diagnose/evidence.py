@@ -94,6 +94,18 @@ class Evidence:
         }
 
 
+@dataclass(frozen=True)
+class Qualifier:
+    """A sub-cause that changes the fix while the bottleneck stays: the verdict names it,
+    its summary replaces the rule's, its advice comes first."""
+
+    name: str  # as the JSON's verdict.qualifiers carries it
+    words: str  # in a reader's words
+    when: str  # what decides it (README)
+    summary: str  # as Rule.summary
+    recommendations: tuple[str, ...]
+
+
 @dataclass
 class RuleResult:
     """One rule's reading of the case: which failed requests it explains, and why."""
@@ -104,6 +116,7 @@ class RuleResult:
     subject: str | None = None  # what the summary names (an instance, an address)
     missing: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    qualifiers: list[Qualifier] = field(default_factory=list)  # of the rule's own
 
     @property
     def score(self) -> float:
@@ -123,3 +136,4 @@ class Rule:
     evaluate: Callable[[Facts, Thresholds], RuleResult]
     outranks: tuple[Bottleneck, ...] = ()  # its claims take a failure from these causes
     corroborated: bool = False  # shared signals add to its confidence
+    qualifiers: tuple[Qualifier, ...] = ()  # the sub-causes its results may name

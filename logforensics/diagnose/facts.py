@@ -79,6 +79,20 @@ def waited_in_front(t) -> pl.Expr:
     return ((wait >= t.front_wait_s) & (wait >= 0.5 * window)).fill_null(False)
 
 
+# engine events that say the KV cache ran short (a priority preemption does not)
+PRESSURE_KINDS = ["preempted", "kv_full", "oom"]
+
+
+def preemption_sign(t) -> pl.Expr:
+    """A stats line where Running fell while Waiting rose right after a full KV cache:
+    vLLM preempted (0.32 prints no `Preemptions:` although it preempts)."""
+    return (
+        (pl.col("prev_kv_pct") >= t.kv_full_pct)
+        & (pl.col("running") < pl.col("prev_running"))
+        & (pl.col("waiting") > pl.col("prev_waiting"))
+    ).fill_null(False)
+
+
 def kv_columns(stats: pl.DataFrame) -> pl.DataFrame:
     """KV usage as the engine reports it (the GPU's, else the CPU build's) and which it is;
     each line's predecessor on the same instance, for rules that read changes."""

@@ -3,9 +3,8 @@
 A failure explained here never reached any instance (the proxy's own
 refusal or queue timeout says so, or it failed inside every instance log's
 span and none saw it) while some instance had room for it. When every
-instance with stats was saturated during its window, the proxy may only have
-been shedding load the engines could not take: the failure is left
-unexplained and `missing` says so.
+instance read in its window was saturated, the front only shed what the
+engines could not take: `kv_cache` or `gpu` claims it (`shedding`).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from logforensics import model
-from logforensics.diagnose import kv_cache
+from logforensics.diagnose import kv_cache, shedding
 from logforensics.diagnose.evidence import Rule, RuleResult, Signal
 from logforensics.diagnose.facts import (
     Facts,
@@ -21,7 +20,6 @@ from logforensics.diagnose.facts import (
     labels,
     merged_windows,
     names,
-    span_text,
     waited_in_front,
 )
 from logforensics.diagnose.thresholds import Thresholds
@@ -62,40 +60,20 @@ PROXY_ERRORS = Signal(
 def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
     if not facts.failed:
         return RuleResult(Bottleneck.FRONT_PROXY, facts.no_claims())
-    keys = ["fid", "instance"]
+    keys = shedding.KEYS
     unreached = pl.col("reach") == "unreached"
-    states = facts.window_stats.group_by(keys).agg(
-        pl.col("kv_pct").max().alias("kv_max"), pl.col("waiting").max().alias("waiting_max")
-    )
-    pressure = (
-        facts.window_events.filter(pl.col("kind").is_in(kv_cache.PRESSURE_KINDS))
-        .select(keys)
-        .unique()
-    )
-    saturated = states.filter(
-        (pl.col("waiting_max") > 0) | (pl.col("kv_max") >= t.kv_full_pct)
-    ).select(keys)
-    saturated = pl.concat([saturated, pressure]).unique()
+    states = shedding.states(facts, t)
     room = states.filter(
-        (pl.col("waiting_max") == 0)
-        & (pl.col("kv_max").is_null() | (pl.col("kv_max") < t.idle_kv_pct))
-    ).join(saturated, on=keys, how="anti")
-    read = states.select(keys).unique()
-    # a failure whose every instance read was saturated: the proxy may have shed load
-    shed = (
-        read.join(saturated, on=keys, how="semi")
-        .group_by("fid")
-        .len()
-        .join(read.group_by("fid").len(), on="fid", suffix="_read")
-        .filter(pl.col("len") == pl.col("len_read"))
+        ~pl.col("saturated") & (pl.col("kv_max").is_null() | (pl.col("kv_max") < t.idle_kv_pct))
     )
-    shedding = pl.col("fid").is_in(shed["fid"].implode())
+    # a failure whose every instance read was saturated: the front shed what the engines
+    # could not take (kv_cache and gpu claim it)
+    shedding_ = pl.col("fid").is_in(shedding.shed(facts, t)["fid"].implode())
     waited = (pl.col("reach") == "reached") & waited_in_front(t)
-    claimed = facts.failures.select(((unreached & ~shedding) | waited).alias("c"))["c"]
+    claimed = facts.failures.select(((unreached & ~shedding_) | waited).alias("c"))["c"]
     late = facts.failures.filter(waited)
-    mine = facts.failures.filter(unreached & ~shedding)
+    mine = facts.failures.filter(unreached & ~shedding_)
     evidence = []
-    missing = []
     if late.height:
         wait = (late["arrived_at"] - late["w_start"]).dt.total_seconds()
         evidence.append(
@@ -141,16 +119,7 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
                 .iter_rows()
             )
             evidence.append(PROXY_ERRORS.fired(kinds, t, labels(errors)))
-    shed_failures = facts.failures.filter(unreached & shedding)
-    if shed_failures.height:
-        saturated_on = states.filter(pl.col("fid").is_in(shed_failures["fid"].implode()))
-        missing.append(
-            f"{shed_failures.height} request(s) never reached an instance during "
-            f"{span_text(shed_failures['w_start'].min(), shed_failures['w_end'].max())} while every "
-            f"instance ({names(saturated_on)}) was saturated: the proxy's "
-            "limits and a run with them raised would tell the proxy from the engines"
-        )
-    return RuleResult(Bottleneck.FRONT_PROXY, claimed, evidence, missing=missing)
+    return RuleResult(Bottleneck.FRONT_PROXY, claimed, evidence)
 
 
 RULE = Rule(

@@ -15,9 +15,17 @@ from __future__ import annotations
 
 import polars as pl
 
-from logforensics.diagnose import kv_cache, shared
-from logforensics.diagnose.evidence import Rule, RuleResult, Signal
-from logforensics.diagnose.facts import Facts, claims, labels, names, waited_in_front
+from logforensics.diagnose import kv_cache, shared, shedding
+from logforensics.diagnose.evidence import Qualifier, Rule, RuleResult, Signal
+from logforensics.diagnose.facts import (
+    PRESSURE_KINDS,
+    Facts,
+    claims,
+    labels,
+    names,
+    preemption_sign,
+    waited_in_front,
+)
 from logforensics.diagnose.thresholds import Thresholds
 from logforensics.model import Bottleneck
 
@@ -39,6 +47,24 @@ QUEUE_TIME = Signal(
     "(the engine's own spans), KV cache with room (no preemption on record)",
     0.5,
     "queue ≥ {queue_time_s:g} s, KV < {kv_full_pct:g}%",
+)
+SHED = Signal(
+    "shed_at_the_front_while_engines_busy",
+    "Failed requests never reached an instance while every instance read in their window had "
+    "requests waiting with KV room: the front shed what the engines could not compute",
+    0.5,
+    "every instance Waiting > 0, KV < {kv_full_pct:g}%",
+)
+SHED_AT_FRONT = Qualifier(
+    "shed_at_front",
+    "shed at the front",
+    "most failures it explains never reached an instance (`shed_at_the_front_while_engines_busy`)",
+    "{claimed} of {failed} failed requests were refused or dropped at the front while "
+    "{subject} had requests waiting with KV cache to spare: the front shed what the engines could not compute",
+    (
+        "Add compute (replicas) before raising the front's limits: its refusals protected "
+        "engines already queueing, and a higher limit would only move these failures inside them.",
+    ),
 )
 QUEUED_WITHOUT_FAILURES = Signal(
     "requests_queued",
@@ -70,10 +96,10 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
             pl.col("kv_pct").max().alias("kv_max"),
             pl.col("waiting").max().alias("waiting_max"),
             busy().any().alias("busy"),
-            kv_cache.preemption_sign(t).any().alias("sign"),
+            preemption_sign(t).any().alias("sign"),
         )
         .join(
-            facts.window_events.filter(pl.col("kind").is_in(kv_cache.PRESSURE_KINDS))
+            facts.window_events.filter(pl.col("kind").is_in(PRESSURE_KINDS))
             .select(keys)
             .unique()
             .with_columns(pl.lit(True).alias("pressure")),
@@ -106,6 +132,7 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
     )
     mine = pl.col("fid").is_in(facts.failures.filter(claimed)["fid"].implode())
     queued, working, waited = queued.filter(mine), working.filter(mine), waited.filter(mine)
+    shed = shedding.shed(facts, t).filter(pl.col("by") == "gpu")
     evidence = []
     if queued.height:
         rows = ws.join(queued.select(keys), on=keys).filter(pl.col("waiting") > 0)
@@ -145,8 +172,21 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
                 labels(rows),
             )
         )
-    subject = names(pl.concat([f.select(keys) for f in (queued, working, waited)]))
-    return RuleResult(Bottleneck.GPU, claimed, evidence, subject=subject or None)
+    qualifiers = []
+    named = [f.select(keys) for f in (queued, working, waited)]
+    if shed.height:
+        evidence.append(shedding.evidence(SHED, facts, shed, t))
+        named.append(shedding.pressed(facts, shed, t))
+        if shed.height >= claimed.sum():
+            qualifiers.append(SHED_AT_FRONT)
+        claimed = (
+            claimed
+            | facts.failures.select(pl.col("fid").is_in(shed["fid"].implode()).alias("c"))["c"]
+        )
+    subject = names(pl.concat(named))
+    return RuleResult(
+        Bottleneck.GPU, claimed, evidence, subject=subject or None, qualifiers=qualifiers
+    )
 
 
 def _max(rows: pl.DataFrame, column: str) -> str:
@@ -176,7 +216,7 @@ RULE = Rule(
     bottleneck=Bottleneck.GPU,
     headline="GPU compute",
     summary="{claimed} of {failed} failed requests reached {subject} while the engine there was busy computing, with KV cache to spare",
-    signals=(QUEUED, BUSY, QUEUE_TIME, QUEUED_WITHOUT_FAILURES),
+    signals=(QUEUED, BUSY, QUEUE_TIME, SHED, QUEUED_WITHOUT_FAILURES),
     recommendations=(
         "Add replicas behind the balancer: each instance is at its compute limit.",
         "Tune max_num_batched_tokens / max_num_seqs and keep CUDA graphs on (enforce_eager=False).",
@@ -184,4 +224,5 @@ RULE = Rule(
     ),
     evaluate=evaluate,
     corroborated=True,
+    qualifiers=(SHED_AT_FRONT,),
 )

@@ -13,12 +13,19 @@ from __future__ import annotations
 
 import polars as pl
 
-from logforensics.diagnose.evidence import Rule, RuleResult, Signal
-from logforensics.diagnose.facts import Facts, at_text, claims, labels, names
+from logforensics.diagnose import shedding
+from logforensics.diagnose.evidence import Qualifier, Rule, RuleResult, Signal
+from logforensics.diagnose.facts import (
+    PRESSURE_KINDS,
+    Facts,
+    at_text,
+    claims,
+    labels,
+    names,
+    preemption_sign,
+)
 from logforensics.diagnose.thresholds import Thresholds
 from logforensics.model import Bottleneck, source_labels
-
-PRESSURE_KINDS = ["preempted", "kv_full", "oom"]
 
 FULL = Signal(
     "kv_cache_full_during_failures",
@@ -44,20 +51,31 @@ COUNTER = Signal(
     0.4,
     "> 0, Waiting > 0",
 )
+SHED = Signal(
+    "shed_at_the_front_while_kv_full",
+    "Failed requests never reached an instance while every instance read in their window was "
+    "saturated, a KV cache among them full or preempting: the front shed what the engines could not take",
+    0.6,
+    "every instance saturated, KV ≥ {kv_full_pct:g}% or preempting on one",
+)
+SHED_AT_FRONT = Qualifier(
+    "shed_at_front",
+    "shed at the front",
+    "most failures it explains never reached an instance (`shed_at_the_front_while_kv_full`)",
+    "{claimed} of {failed} failed requests were refused or dropped at the front while "
+    "{subject} ran with the KV cache full or preempting: the front shed what the engines could not take",
+    (
+        "Add KV capacity (more instances, or the measures below) before raising the front's "
+        "limits: its refusals protected engines whose KV cache was already full, and a higher "
+        "limit would only move these failures inside them.",
+    ),
+)
 FULL_WITHOUT_FAILURES = Signal(
     "kv_cache_full",
     "KV cache full (no request failed)",
     0.5,
     "≥ {kv_full_pct:g}%",
 )
-
-
-def preemption_sign(t: Thresholds) -> pl.Expr:
-    return (
-        (pl.col("prev_kv_pct") >= t.kv_full_pct)
-        & (pl.col("running") < pl.col("prev_running"))
-        & (pl.col("waiting") > pl.col("prev_waiting"))
-    ).fill_null(False)
 
 
 def preempted_instances(facts: Facts) -> list[str]:
@@ -91,8 +109,12 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
     claimed = claims(facts, state, reached & ~pl.col("client_error")) | claims(
         facts, pressure.select(keys), reached
     )
+    shed = shedding.shed(facts, t).filter(pl.col("by") == "kv_cache")
+    shed_claims = facts.failures.select(pl.col("fid").is_in(shed["fid"].implode()).alias("c"))["c"]
+    reached_claims = claimed
+    claimed = claimed | shed_claims
     pairs = pl.concat([state, pressure.select(keys)]).unique()
-    fids = facts.failures.filter(claimed)["fid"]
+    fids = facts.failures.filter(reached_claims)["fid"]
     mine = pl.col("fid").is_in(fids.implode())
     full, sign, pressure, waiting_counted = (
         f.filter(mine) for f in (full, sign, pressure, waiting_counted)
@@ -128,8 +150,19 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
                 source_labels(records["source"]) + labels(waiting_counted),
             )
         )
+    qualifiers = []
+    if shed.height:
+        evidence.append(shedding.evidence(SHED, facts, shed, t))
+        pairs = pl.concat([pairs, shedding.pressed(facts, shed, t)]).unique()
+        mine = pl.col("fid").is_in(facts.failures.filter(claimed)["fid"].implode())
+        if shed.height >= reached_claims.sum():
+            qualifiers.append(SHED_AT_FRONT)
     return RuleResult(
-        Bottleneck.KV_CACHE, claimed, evidence, subject=names(pairs.filter(mine)) or None
+        Bottleneck.KV_CACHE,
+        claimed,
+        evidence,
+        subject=names(pairs.filter(mine)) or None,
+        qualifiers=qualifiers,
     )
 
 
@@ -184,7 +217,7 @@ RULE = Rule(
     bottleneck=Bottleneck.KV_CACHE,
     headline="The KV cache",
     summary="{claimed} of {failed} failed requests reached {subject} while the KV cache there was full or preempting",
-    signals=(FULL, PRESSURE, PREEMPTION_SIGN, COUNTER, FULL_WITHOUT_FAILURES),
+    signals=(FULL, PRESSURE, PREEMPTION_SIGN, COUNTER, SHED, FULL_WITHOUT_FAILURES),
     recommendations=(
         "Lower max_num_seqs or max_model_len so concurrent sequences fit the KV cache.",
         "Raise gpu_memory_utilization (default 0.9) if memory allows, or quantise (e.g. AWQ) "
@@ -193,4 +226,5 @@ RULE = Rule(
     ),
     evaluate=evaluate,
     corroborated=True,
+    qualifiers=(SHED_AT_FRONT,),
 )

@@ -43,6 +43,17 @@ def render() -> str:
     corroborated = ", ".join(f"`{r.bottleneck.value}`" for r in RULES if r.corroborated)
     lines += [_row(f"{corroborated} (corroborating)", s) for s in SHARED_SIGNALS]
     lines += ["", *(_outranking(r) for r in RULES if r.outranks), ""]
+    lines += [
+        "| verdict | qualifier | named when | the fix it leads with |",
+        "|---|---|---|---|",
+        *(
+            f"| `{r.bottleneck.value}` | `{q.name}` ({q.words}) | {q.when} | "
+            f"{' '.join(q.recommendations)} |"
+            for r in RULES
+            for q in r.qualifiers
+        ),
+        "",
+    ]
     lines += ["| option | default | what it sets |", "|---|---|---|"]
     lines += [
         f"| `{option_name(f.name)}` | {f.default:g} | {f.metadata['help']} |"

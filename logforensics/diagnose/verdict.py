@@ -77,6 +77,7 @@ class Verdict:
     contested: int = 0  # failed requests two causes explain
     unexplained: int = 0  # failed requests no cause explains
     findings: list[Finding] = field(default_factory=list)
+    qualifiers: list[str] = field(default_factory=list)  # the primary's sub-causes, by name
 
     def to_dict(self) -> dict:
         return {
@@ -92,6 +93,7 @@ class Verdict:
             "unexplained": self.unexplained,
             "recommendations": self.recommendations,
             "missing": self.missing,
+            "qualifiers": self.qualifiers,
         }
 
 
@@ -172,13 +174,15 @@ def assemble(facts: Facts, results: dict[Bottleneck, RuleResult], t: Thresholds)
         for b in found[1:]
     ]
     rule = BY_CAUSE[primary]
+    qualified = results[primary].qualifiers
     summary = _sentence(rule, results[primary], exclusive[primary], facts)
     for s in secondary:
         summary += (
             f" Also {_in_sentence(BY_CAUSE[s.bottleneck].headline)}: {s.failures} of "
             f"{facts.failed} ({s.share:.0%})."
         )
-    recommendations = list(rule.recommendations) + [
+    recommendations = [r for q in qualified for r in q.recommendations]
+    recommendations += list(rule.recommendations) + [
         f"For the {s.failures} failure(s) on {_in_sentence(BY_CAUSE[s.bottleneck].headline)}: "
         f"{BY_CAUSE[s.bottleneck].recommendations[0]}"
         for s in secondary
@@ -198,6 +202,7 @@ def assemble(facts: Facts, results: dict[Bottleneck, RuleResult], t: Thresholds)
         contested=contested.height,
         unexplained=unexplained.height,
         findings=[f for b in found for f in results[b].findings],
+        qualifiers=[q.name for q in qualified],
     )
 
 
@@ -252,13 +257,16 @@ def _in_sentence(headline: str) -> str:
 
 
 def _sentence(rule: Rule, result: RuleResult, claimed: int, facts: Facts) -> str:
-    text = rule.summary.format(
+    """The rule's summary, or its first qualifier's where the result names one."""
+    summary = result.qualifiers[0].summary if result.qualifiers else rule.summary
+    text = summary.format(
         claimed=claimed,
         failed=facts.failed,
         sent=facts.sent,
         subject=result.subject or "an instance",
     )
-    return f"{rule.headline}: {text}."
+    words = "".join(f", {q.words}" for q in result.qualifiers)
+    return f"{rule.headline}{words}: {text}."
 
 
 # What a cause looks like when every request succeeded (a death outranks a saturation)

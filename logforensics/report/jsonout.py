@@ -2,6 +2,10 @@
 read back into the same records (`read_report`) for `compare`.
 
 FORMAT_VERSION is bumped, with a line below, whenever the shape changes:
+# 11: runs[].rate (the request rate the tester fixed for the step, requests/s);
+#     verdict.qualifiers (sub-causes that change the fix: shed_at_front — failures that
+#     never reached an instance while every instance was saturated are kv_cache's or gpu's,
+#     no longer unexplained).
 # 10: runs[].failures (where each step's failures died: proxy, before_instance, instance,
 #     unknown; at_instance and the client's outcomes); instances[].peak_running,
 #     peak_waiting, peak_kv_pct; runs[].busy_at_start.source as file:line (was a
@@ -27,10 +31,10 @@ from logforensics.report.summary import Summary
 if TYPE_CHECKING:
     from logforensics.report.data import ReportData
 
-FORMAT_VERSION = 10
+FORMAT_VERSION = 11
 # versions whose reports read into this version's records: fields added since take their
 # defaults (a version-9 step has no `failures`: compare says where failures died is unknown)
-READABLE_VERSIONS = (9, 10)
+READABLE_VERSIONS = (9, 10, 11)
 
 
 class ReportVersionError(ValueError):

@@ -71,6 +71,8 @@ class VerdictRecord:
     unexplained: int
     recommendations: list[str]
     missing: list[str]
+    # sub-causes that change the fix (`diagnose.QUALIFIERS`): shed_at_front, prefill, decode
+    qualifiers: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

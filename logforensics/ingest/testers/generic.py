@@ -39,6 +39,7 @@ FIELD_SPELLINGS = {
     "marker": ["marker", "prompt_marker"],
     "step": ["step", "stage", "run_step"],
     "concurrency": ["concurrency", "concurrent", "n"],
+    "rate": ["rate", "request_rate"],  # the rate the step was set to, not one measured
     "index": ["index", "i", "idx", "seq"],
     "warmup": ["warmup", "is_warmup", "warm_up"],
     "started_at": ["started_at", "start", "start_time", "t_start", "sent_at", "request_start"],
@@ -191,6 +192,7 @@ def normalise_generic(frame: pl.DataFrame, display: str, client_tz: str) -> pl.D
         pl.lit(display).alias("run"),
         get("step", pl.Int64).alias("step"),
         get("concurrency", pl.Int64).alias("concurrency"),
+        get("rate", pl.Float64).alias("rate"),
         get("index", pl.Int64).alias("index"),
         started.alias("started_at"),
         pl.coalesce(

@@ -85,6 +85,19 @@ def strategy_concurrency(bench: dict) -> int | None:
     return int(value) if isinstance(value, int | float) else None
 
 
+def strategy_rate(bench: dict) -> float | None:
+    """The request rate a benchmark's strategy fixed (``constant`` and ``poisson``: their
+    ``rate``, requests/s); the others fix a concurrency or none: None."""
+    strategy = (bench.get("config") or {}).get("strategy") or (bench.get("args") or {}).get(
+        "strategy"
+    )
+    if not isinstance(strategy, dict):
+        return None
+    kind = strategy.get("type_") or strategy.get("type")
+    value = strategy.get("rate") if kind in ("constant", "poisson") else None
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
 @register_file_format
 class GuideLLMReport(FileFormat):
     """GuideLLM ``benchmarks.json`` / ``.yaml``: benchmarks → requests by status."""
@@ -120,6 +133,7 @@ class GuideLLMReport(FileFormat):
         records: list[tuple[int, str, dict]] = []  # (benchmark, status, record)
         totals: dict[int, dict] = {}
         levels: dict[int, int | None] = {}  # benchmark → the concurrency its strategy ran
+        rates: dict[int, float | None] = {}  # benchmark → the rate its strategy fixed
         created: dict[int, int | None] = {}  # benchmark → requests its scheduler created
         if not text.lstrip().startswith("{"):
             doc, readable_to = self._yaml(source, result)
@@ -158,6 +172,7 @@ class GuideLLMReport(FileFormat):
                     records.extend((b, status, r) for r in requests.get(status) or [])
                 totals[b] = self._totals(bench or {})
                 levels[b] = strategy_concurrency(bench or {})
+                rates[b] = strategy_rate(bench or {})
                 created[b] = self._created(bench or {})
                 result.tester_summaries.append(self._summary(b, bench or {}, levels[b]))
             version = (doc.get("metadata") or {}).get("guidellm_version")
@@ -165,7 +180,7 @@ class GuideLLMReport(FileFormat):
                 result.notes.append(f"GuideLLM {version}")
         account_document(result, source, readable_to)
         n_bench = max([b for b, _, _ in records] + list(totals) + [0]) + 1
-        frame = self._rows(records, source.display, n_bench, levels)
+        frame = self._rows(records, source.display, n_bench, levels, rates)
         frames = [frame]
         for b, total in totals.items():
             frames.extend(
@@ -289,7 +304,11 @@ class GuideLLMReport(FileFormat):
 
     @staticmethod
     def _rows(
-        records: list[tuple[int, str, dict]], display: str, n_bench: int, levels: dict
+        records: list[tuple[int, str, dict]],
+        display: str,
+        n_bench: int,
+        levels: dict,
+        rates: dict,
     ) -> pl.DataFrame:
         if not records:
             return pl.DataFrame()
@@ -320,6 +339,9 @@ class GuideLLMReport(FileFormat):
             pl.col("_bench")
             .replace_strict(levels, default=None, return_dtype=pl.Int64)
             .alias("concurrency"),
+            pl.col("_bench")
+            .replace_strict(rates, default=None, return_dtype=pl.Float64)
+            .alias("rate"),
             to_seconds(start).alias("_start"),
             to_seconds(end).alias("_end"),
             first_column(f, "request_latency", dtype=pl.Float64).alias("latency_s"),

@@ -262,7 +262,9 @@ class VllmBench(FileFormat):
         else:
             notes.append(f"{prefix}neither per-request arrays nor counts: nothing read")
             return pl.DataFrame()
-        frame = concat_frames(frames)
+        rate = doc.get("request_rate")  # `--request-rate`; "inf" (the default): unbounded
+        rate = float(rate) if isinstance(rate, int | float) and rate > 0 else None
+        frame = concat_frames(frames).with_columns(pl.lit(rate, dtype=pl.Float64).alias("rate"))
         zero, how = VllmBench._date_anchor(doc, frame, ctx)
         return place_on_clock(
             frame,
