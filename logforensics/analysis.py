@@ -327,6 +327,7 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
             unmatched=unmatched,
             figures=figures,
             year_notes=year_notes,
+            events=tables["engine_events"],
         )
     )
     return Analysis(

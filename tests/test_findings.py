@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import types
 
 from logforensics import findings
 from logforensics.analysis import analyze
@@ -62,3 +63,38 @@ def test_a_success_outside_the_logs_span_leaves_the_failures_inside_it_judged(tm
     )
     assert got["totals"]["reached_unseen"] == 1
     assert got["totals"]["unreached"] > 0  # proven inside the span, as the finding says
+
+
+def test_a_request_preempted_again_and_again_is_named_with_its_lines(tmp_path):
+    """vLLM PR #42827's per-request warnings (and V0's) name the request: one preempted three
+    times is named first with the lines that say so; one preempted once is not named."""
+    from logforensics.findings import preemption
+    from logforensics.ingest import ParseContext
+    from logforensics.ingest.inputs import load
+
+    lines = [
+        "INFO 05-16 10:02:01 [loggers.py:127] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+        "Avg generation throughput: 80.0 tokens/s, Running: 8 reqs, Waiting: 3 reqs, GPU KV "
+        "cache usage: 99.5%, Prefix cache hit rate: 0.0%",
+        *(
+            f"WARNING 05-16 10:02:{s:02d} [scheduler.py:846] Preempting request {rid}: "
+            f"{n} computed tokens lost"
+            for s, rid, n in (
+                (11, "cmpl-7", 480),
+                (12, "cmpl-9", 200),
+                (14, "cmpl-7", 96),
+                (19, "cmpl-7", 512),
+            )  # fmt: skip
+        ),
+    ]
+    log = tmp_path / "instance-1.log"
+    log.write_text("\n".join(lines) + "\n")
+    events = load([log], ParseContext(year=2026)).tables["engine_events"]
+    (found,) = preemption.find(types.SimpleNamespace(events=events))
+    assert found.kind == "preempted_repeatedly"
+    assert found.detail == "1 request(s) were preempted 2 or more times: cmpl-7 3× on instance-1"
+    assert [s.rsplit("/", 1)[-1] for s in found.sources] == [
+        "instance-1.log:2",
+        "instance-1.log:4",
+        "instance-1.log:5",
+    ]

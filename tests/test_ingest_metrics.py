@@ -137,6 +137,49 @@ def test_concatenated_scrapes_behind_the_default_metrics(tmp_path):
     assert result.unparsed == 0
 
 
+def by_reason(kv_full, priority):
+    """vLLM PR #58037's counter as prometheus_client renders it (name, labels and reasons
+    from the PR's description; the HELP text ours)."""
+    return (
+        "# HELP vllm:num_preemptions_by_reason_total Cumulative number of preemptions by reason.\n"
+        "# TYPE vllm:num_preemptions_by_reason_total counter\n"
+        + "".join(
+            f'vllm:num_preemptions_by_reason_total{{engine="0",model_name="google/gemma-3-4b-it",reason="{why}"}} {n}\n'
+            for why, n in (
+                ("kv_full", kv_full),
+                ("priority", priority),
+                ("prefix_cache_reset", 0.0),
+            )
+        )
+    )
+
+
+def test_preemptions_counted_by_reason_where_the_engine_splits_them(tmp_path):
+    """Where the engine says why it preempted, each reason is its own kind: 9 preemptions of
+    which 3 for priority are 6 KV-full ones, not 9 (the total is not counted again)."""
+    text = (
+        "# scraped at 2026-02-24T06:16:00Z\n"
+        + snapshot(3, 0, 0.5, 0.0, 100.0, 0.0)
+        + by_reason(0.0, 0.0)
+        + "# scraped at 2026-02-24T06:16:10Z\n"
+        + snapshot(8, 4, 0.99, 9.0, 900.0, 0.0)
+        + by_reason(6.0, 3.0)
+    )
+    events = parse(tmp_path, text).table("engine_events")
+    assert events.select("kind", "detail").rows() == [
+        (
+            "preempted",
+            'vllm:num_preemptions_by_reason_total{reason="kv_full"} = 6 (+6 since the previous '
+            "scrape; engine 0)",
+        ),
+        (
+            "preempted_priority",
+            'vllm:num_preemptions_by_reason_total{reason="priority"} = 3 (+3 since the previous '
+            "scrape; engine 0)",
+        ),
+    ]
+
+
 def test_first_scrape_with_preemptions_reports_the_cumulative_count(tmp_path):
     text = "# scraped at 2026-02-24T06:16:00Z\n" + snapshot(1, 0, 0.5, 7.0, 10.0, 0.0, old=True)
     result = parse(tmp_path, text)

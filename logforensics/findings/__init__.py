@@ -12,11 +12,20 @@ from __future__ import annotations
 import dataclasses
 
 from logforensics.diagnose import Finding
-from logforensics.findings import balance, clock, files, reach, reading, steps, tester
+from logforensics.findings import (
+    balance,
+    clock,
+    files,
+    preemption,
+    reach,
+    reading,
+    steps,
+    tester,
+)
 from logforensics.findings.base import FindingFacts, Kind
 
 # the families, in the order the report lists their findings
-FINDINGS = (reading, steps, balance, clock, files, reach, tester)
+FINDINGS = (reading, steps, balance, clock, files, reach, preemption, tester)
 
 
 def find(facts: FindingFacts) -> list[Finding]:

@@ -32,6 +32,7 @@ class FindingFacts:
     unmatched: int  # inference records in the instance logs no client request matched
     figures: list[dict]  # the tester's own figures beside the logs' (steps.tester_figures)
     year_notes: list[str]  # where the year of year-less stamps was assumed
+    events: pl.DataFrame  # engine_events: preemptions, KV-full, deaths, as the engines said
 
     @property
     def measured(self) -> list[Step]:

@@ -19,6 +19,9 @@ counters) and V0 ``vllm/engine/metrics.py``:
   between consecutive timed snapshots), ``vllm:request_success_total
   {finished_reason="stop"|"length"|"abort"|"error"|"repetition"}``
   (``vllm/v1/engine/__init__.py`` ``FINISH_REASON_STRINGS``);
+* ``vllm:num_preemptions_by_reason_total{reason="kv_full"|"priority"|"prefix_cache_reset"}``
+  (vLLM PR #58037): where present, preemptions are counted by it, each reason its own
+  event kind (only ``kv_full`` is a KV shortage);
 * SGLang (``sglang/srt/metrics/collector.py``): ``sglang:num_running_reqs``,
   ``sglang:num_queue_reqs``, ``sglang:token_usage`` (0..1),
   ``sglang:gen_throughput``.
@@ -61,7 +64,17 @@ COUNTERS = {
     "gen_tokens": "vllm:generation_tokens_total",
 }
 SUCCESS = "vllm:request_success_total"
-KNOWN = {n for names in GAUGES.values() for n in names} | set(COUNTERS.values()) | {SUCCESS}
+# vLLM PR #58037: the preemptions split by why (they sum to num_preemptions); only a
+# KV-full one is a KV shortage, a priority one is churn under --scheduling-policy priority
+BY_REASON = "vllm:num_preemptions_by_reason_total"
+PREEMPTION_REASONS = {
+    "kv_full": "preempted",
+    "priority": "preempted_priority",
+    "prefix_cache_reset": "preempted_cache_reset",
+}
+KNOWN = (
+    {n for names in GAUGES.values() for n in names} | set(COUNTERS.values()) | {SUCCESS, BY_REASON}
+)
 # finished_reason → engine event kind, when its counter grew
 REASON_EVENTS = {"abort": "requests_aborted", "error": "requests_errored"}
 
@@ -147,6 +160,7 @@ class PrometheusScrape(FileFormat):
             pl.col("labels").str.extract(r'(?:^|,)\s*engine="([^"]*)"', 1).alias("engine"),
             pl.col("labels").str.extract(r'(?:^|,)\s*model_name="([^"]*)"', 1).alias("model"),
             pl.col("labels").str.extract(r'(?:^|,)\s*finished_reason="([^"]*)"', 1).alias("reason"),
+            pl.col("labels").str.extract(r'(?:^|,)\s*reason="([^"]*)"', 1).alias("why"),
             pl.col("ts").cast(pl.Int64, strict=False).alias("ts"),
         )
         group = ["snapshot", "engine", "model"]
@@ -210,23 +224,36 @@ class PrometheusScrape(FileFormat):
         )
         result.add("engine_stats", stats)
 
-        events = [
-            self._counter_events(
-                snaps.with_columns(pl.col("preemptions_line").alias("line_no")),
-                "preemptions",
-                "preempted",
-                COUNTERS["preemptions"],
-                source,
-            )
-        ]
+        at = snaps.select("snapshot", "engine", "model", "at")
+        by_reason = (
+            known.filter(pl.col("name") == BY_REASON)
+            .join(at, on=group, how="left", nulls_equal=True)
+            .sort(["why", "engine", "model", "snapshot"], nulls_last=True)
+        )
+        if by_reason.is_empty():
+            events = [
+                self._counter_events(
+                    snaps.with_columns(pl.col("preemptions_line").alias("line_no")),
+                    "preemptions",
+                    "preempted",
+                    COUNTERS["preemptions"],
+                    source,
+                )
+            ]
+        else:  # the reasons sum to the total: each counted once, by why
+            events = [
+                self._counter_events(
+                    by_reason.filter(pl.col("why") == why).rename({"value": why}),
+                    why,
+                    kind,
+                    f'{BY_REASON}{{reason="{why}"}}',
+                    source,
+                )
+                for why, kind in PREEMPTION_REASONS.items()
+            ]
         reasons = (
             known.filter((pl.col("name") == SUCCESS) & pl.col("reason").is_in(list(REASON_EVENTS)))
-            .join(
-                snaps.select("snapshot", "engine", "model", "at"),
-                on=group,
-                how="left",
-                nulls_equal=True,
-            )
+            .join(at, on=group, how="left", nulls_equal=True)
             .sort(["reason", "engine", "model", "snapshot"], nulls_last=True)
         )
         for reason, kind in REASON_EVENTS.items():

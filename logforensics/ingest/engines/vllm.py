@@ -283,6 +283,13 @@ class VllmPressure(RegexLineFormat):
             tables=(("engine_events", 1),),
         ),
         Sample(
+            "vLLM PR #42827's per-request preemption warning: its message as the PR's "
+            "description shows it (cut there), behind vLLM's own level/time/file prefix",
+            "WARNING 05-16 10:02:11 [scheduler.py:846] Preempting request cmpl-abc123: 480 "
+            "computed tokens lost",
+            tables=(("engine_events", 1),),
+        ),
+        Sample(
             "SGLang's scheduler retracting requests when decode runs out of KV memory, as quoted "
             "in sgl-project/sglang#4184 (the ratio values as the scheduler prints them)",
             "[2025-03-07 21:49:33 TP13] Decode out of memory happened. #retracted_reqs: 1, "
