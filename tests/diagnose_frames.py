@@ -140,8 +140,9 @@ class Case:
         )
         return self
 
-    def timing(self, instance: str, t: float, queue_s: float) -> Case:
-        """A request the engine's span shows arriving at `t` and waiting `queue_s` in its queue."""
+    def timing(self, instance: str, t: float, queue_s: float, **kw) -> Case:
+        """A request the engine's span shows arriving at `t` and waiting `queue_s` in its queue
+        (`prefill_s`, `decode_s` where given)."""
         file = f"{instance}-spans.json"
         self.timings.append(
             {
@@ -149,6 +150,8 @@ class Case:
                 "at": at(t),
                 "request_id": f"chatcmpl-{len(self.timings) + 1}",
                 "queue_s": queue_s,
+                "prefill_s": kw.get("prefill_s"),
+                "decode_s": kw.get("decode_s"),
                 "source": src(file, self.line(file)),
             }
         )

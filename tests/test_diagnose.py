@@ -64,6 +64,44 @@ def test_compute_bound_with_kv_at_20_percent_and_requests_waiting_is_gpu():
     assert v.subject == "gpu-a, gpu-b"
 
 
+def test_a_full_batch_generating_more_than_it_takes_in_is_decode_bound():
+    case = successes(Case(["gpu-a", "gpu-b"], runs=PLATEAU_RUNS))
+    for name in ("gpu-a", "gpu-b"):
+        case.requests_n(4, 100, 130, False, step=3, instance=name, error=TIMED_OUT)
+        case.stats_every(
+            name, 0, 150, running=16, waiting=8, gpu=20.0, gen_tps=600.0, prompt_tps=40.0
+        )
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.GPU and v.qualifiers == ["decode"]
+    phase = next(e for e in v.evidence if e.signal == "compute_phase")
+    assert phase.role == "qualifying" and phase.value.startswith(
+        "decode-bound: over 10 stats line(s) on gpu-a, gpu-b, 400 prompt against 6000 generated"
+    )
+    assert v.recommendations[0].startswith("Decode-bound")
+
+
+def test_prompts_queueing_below_the_batch_peak_are_prefill_bound():
+    """Running reached 16 earlier; in the failures' windows 2 run while 10 wait and the
+    engine takes in far more prompt tokens than it generates: the prompts hold it up."""
+    case = successes(Case(["gpu-a"], runs=PLATEAU_RUNS), names=("gpu-a",))
+    case.stats_every("gpu-a", 0, 60, running=16, waiting=0, gpu=30.0, gen_tps=300.0)
+    case.requests_n(4, 100, 130, False, step=3, instance="gpu-a", error=TIMED_OUT)
+    case.stats_every(
+        "gpu-a", 90, 150, running=2, waiting=10, gpu=30.0, prompt_tps=3000.0, gen_tps=20.0
+    )
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.GPU and v.qualifiers == ["prefill"]
+    assert "GPU compute, prefill-bound" in v.summary
+
+
+def test_a_phase_the_stats_do_not_tell_is_left_undecided():
+    """One request at a time and nothing waiting: neither a full batch nor a queue below it."""
+    v = stale_stats_compute().verdict()
+    assert v.bottleneck == Bottleneck.GPU and v.qualifiers == []
+    phase = next(e for e in v.evidence if e.signal == "compute_phase")
+    assert phase.value.startswith("undecided:")
+
+
 def stale_stats_compute(error: str = TIMED_OUT, http_status: int | None = None) -> Case:
     """A CPU build whose engine steps outlast the stats interval: Running reads 0–1,
     nothing waits, KV is low, prompt throughput shows the engine busy; every request

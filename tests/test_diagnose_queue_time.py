@@ -29,7 +29,7 @@ def test_spans_that_waited_with_kv_room_make_it_compute():
     assert v.bottleneck == Bottleneck.GPU and v.failures == 4
     got = signals(v)
     assert got == {"requests_waited_in_the_engine_queue_with_kv_room": "discriminating"} | {
-        k: r for k, r in got.items() if r == "shared"
+        k: r for k, r in got.items() if r in ("shared", "qualifying")
     }
     evidence = next(e for e in v.evidence if e.role == "discriminating")
     assert "3 request(s) waited up to 6.00 s in the queue of gpu-a" in evidence.value
@@ -52,3 +52,21 @@ def test_waiting_with_a_full_kv_cache_is_the_kv_caches_not_compute():
     v = dropped_while_queued(kv=97.0, waiting=3).verdict()
     assert v.bottleneck == Bottleneck.KV_CACHE
     assert "requests_waited_in_the_engine_queue_with_kv_room" not in signals(v)
+
+
+def test_the_spans_decide_prefill_against_decode_where_they_time_both():
+    """The engine's spans time each phase: where the requests in the failures' windows spent
+    longer in prefill than in decode, the compute bottleneck is prefill-bound."""
+    case = dropped_while_queued(kv=30.0)
+    case.timings = []
+    for k, (prefill, decode) in enumerate(((3.0, 0.2), (2.5, 0.3), (4.0, 0.1))):
+        case.timing("gpu-a", 101 + k, 6.0, prefill_s=prefill, decode_s=decode)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.GPU and v.qualifiers == ["prefill"]
+    phase = next(e for e in v.evidence if e.signal == "compute_phase")
+    assert phase.value == (
+        "prefill-bound: 3 request(s) spent 9.5 s in prefill and 0.6 s in decode on gpu-a "
+        "(the engine's spans)"
+    )
+    assert v.summary.startswith("GPU compute, prefill-bound: 4 of 4 failed requests")
+    assert v.recommendations[0].startswith("Prefill-bound")

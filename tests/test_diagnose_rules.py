@@ -7,7 +7,7 @@ import re
 from logforensics.analysis import analyze
 from logforensics.cli import analyze_command
 from logforensics.diagnose import RULES, Thresholds, shared
-from logforensics.diagnose.evidence import DISCRIMINATING, SHARED
+from logforensics.diagnose.evidence import DISCRIMINATING, QUALIFYING, SHARED
 from logforensics.diagnose.table import render
 from logforensics.diagnose.thresholds import option_name
 from logforensics.model import Bottleneck
@@ -32,8 +32,17 @@ def test_every_cause_has_a_rule_and_every_signal_a_unique_name():
     assert {r.bottleneck for r in RULES} == set(Bottleneck) - {Bottleneck.INCONCLUSIVE}
     names = [s.name for r in RULES for s in r.signals] + [s.name for s in shared.SIGNALS]
     assert len(names) == len(set(names))
-    assert all(s.role == DISCRIMINATING for r in RULES for s in r.signals)
+    # a rule's signals decide its cause, or (weightless) one of its qualifiers
+    assert all(
+        s.role == DISCRIMINATING or (s.role == QUALIFYING and s.weight == 0)
+        for r in RULES
+        for s in r.signals
+    )
     assert all(s.role == SHARED for s in shared.SIGNALS)
+    # every qualifier has a distinct name within its rule, its decision and its own fix
+    for r in RULES:
+        assert len({q.name for q in r.qualifiers}) == len(r.qualifiers)
+        assert all(q.when and q.recommendations and "{claimed}" in q.summary for q in r.qualifiers)
 
 
 def test_every_threshold_is_an_analyze_option_with_its_default():

@@ -7,7 +7,8 @@ counted from the raw logs by hand-written scripts, never by this tool. Every
 folder is analysed the way a user would run it — the folder itself, through
 the command line — with the files that are not evidence a user would have
 (TRUTH.json, GROUND_TRUTH.md, the lab's notes) left out, and the JSON report
-is compared with the truth: verdict, totals, steps, per-instance counts,
+is compared with the truth: verdict (and its qualifiers where the truth has a
+`qualifier`: that one, or none where it is null), totals, steps, per-instance counts,
 the successes each instance served and the retries where the truth counts them,
 contamination and the client clock offset (the truth's `client_offset_s` is the
 client's clock minus the servers', the report's `offset_s` what to add to a client
@@ -119,6 +120,11 @@ def compare(truth: dict, got: dict) -> dict[str, list[str]]:
     verdict = got["verdict"]["bottleneck"]
     if verdict != truth["verdict"]:
         misses["verdict"].append(f"{verdict} ≠ {truth['verdict']}")
+    if "qualifier" in truth:  # the sub-cause that changes the fix, where the truth names one
+        named = set(got["verdict"].get("qualifiers", []))
+        wanted = {truth["qualifier"]} if truth["qualifier"] else set()
+        if named != wanted:
+            misses["verdict"].append(f"qualifiers {sorted(named)} ≠ {sorted(wanted)}")
     for want_key, got_key in TOTALS.items():
         want, have = truth["totals"].get(want_key), got["totals"].get(got_key)
         if want is not None and want != have:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 DISCRIMINATING = "discriminating"
 SHARED = "shared"
+QUALIFYING = "qualifying"  # decides a qualifier (a sub-cause), never the cause or its confidence
 MAX_SOURCES = 20  # file:line references kept per evidence item
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import polars as pl
 
 from logforensics.diagnose import kv_cache, shared, shedding
-from logforensics.diagnose.evidence import Qualifier, Rule, RuleResult, Signal
+from logforensics.diagnose.evidence import QUALIFYING, Evidence, Qualifier, Rule, RuleResult, Signal
 from logforensics.diagnose.facts import (
     PRESSURE_KINDS,
     Facts,
@@ -64,6 +64,42 @@ SHED_AT_FRONT = Qualifier(
     (
         "Add compute (replicas) before raising the front's limits: its refusals protected "
         "engines already queueing, and a higher limit would only move these failures inside them.",
+    ),
+)
+PHASE = Signal(
+    "compute_phase",
+    "Where the engines' compute went in the windows of the failures it explains: prompt against "
+    "generated tokens and Running against its peak (stats lines), or prefill against decode "
+    "time (the engine's spans)",
+    0.0,
+    "prefill: prompt ≥ generated tokens, Waiting > 0 with Running below its peak; decode: "
+    "generated > prompt tokens, Running at its peak; spans: the larger time",
+    role=QUALIFYING,
+)
+PREFILL = Qualifier(
+    "prefill",
+    "prefill-bound",
+    "`compute_phase` reads prefill: the engines took in at least as many prompt tokens as they "
+    "generated while requests waited with Running below its peak (or prefill outlasted decode "
+    "in the engine's spans)",
+    "{claimed} of {failed} failed requests reached {subject} while the engine there was busy "
+    "with prompts (prefill), with KV cache to spare",
+    (
+        "Prefill-bound: time to first token grows with load. Enable chunked prefill and tune "
+        "max_num_batched_tokens, cache shared prompt prefixes (enable_prefix_caching), shorten "
+        "prompts, or separate prefill from decode (disaggregated serving).",
+    ),
+)
+DECODE = Qualifier(
+    "decode",
+    "decode-bound",
+    "`compute_phase` reads decode: the engines generated more tokens than they took in with "
+    "Running at its peak (or decode outlasted prefill in the engine's spans)",
+    "{claimed} of {failed} failed requests reached {subject} while the engine there was busy "
+    "generating (decode) at its batch limit, with KV cache to spare",
+    (
+        "Decode-bound: time per output token grows with load at a full batch. Add replicas, "
+        "raise max_num_seqs where KV room allows, use speculative decoding, or cap max_tokens.",
     ),
 )
 QUEUED_WITHOUT_FAILURES = Signal(
@@ -174,11 +210,16 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
         )
     qualifiers = []
     named = [f.select(keys) for f in (queued, working, waited)]
+    phase = _phase(facts, pl.concat(named).unique(), t)
+    if phase is not None:
+        qualifier, found = phase
+        evidence.append(found)
+        qualifiers += [qualifier] if qualifier else []
     if shed.height:
         evidence.append(shedding.evidence(SHED, facts, shed, t))
         named.append(shedding.pressed(facts, shed, t))
         if shed.height >= claimed.sum():
-            qualifiers.append(SHED_AT_FRONT)
+            qualifiers.insert(0, SHED_AT_FRONT)
         claimed = (
             claimed
             | facts.failures.select(pl.col("fid").is_in(shed["fid"].implode()).alias("c"))["c"]
@@ -187,6 +228,45 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
     return RuleResult(
         Bottleneck.GPU, claimed, evidence, subject=subject or None, qualifiers=qualifiers
     )
+
+
+def _phase(
+    facts: Facts, pairs: pl.DataFrame, t: Thresholds
+) -> tuple[Qualifier | None, Evidence] | None:
+    """Prefill or decode, where the claimed failures' windows say: the engine's own spans
+    first (prefill against decode time of the requests arriving there), else its stats
+    lines (prompt against generated tokens, Running against its peak on that instance)."""
+    if pairs.is_empty():
+        return None
+    timings = facts.window_timings.join(pairs, on=["fid", "instance"]).unique("source")
+    prefill_s, decode_s = timings["prefill_s"].sum(), timings["decode_s"].sum()
+    if timings.height and (prefill_s or decode_s):
+        which = PREFILL if prefill_s >= decode_s else DECODE
+        value = (
+            f"{which.words}: {timings.height} request(s) spent {prefill_s:.1f} s in prefill and "
+            f"{decode_s:.1f} s in decode on {names(timings)} (the engine's spans)"
+        )
+        return which, PHASE.fired(value, t, labels(timings))
+    rows = facts.window_stats.join(pairs, on=["fid", "instance"]).unique("source")
+    if rows.is_empty():
+        return None
+    peaks = facts.stats.group_by("instance").agg(pl.col("running").max().alias("peak"))
+    rows = rows.join(peaks, on="instance", how="left")
+    prompt, generated = rows["prompt_tps"].sum(), rows["gen_tps"].sum()
+    below = rows.filter((pl.col("waiting") > 0) & (pl.col("running") < pl.col("peak"))).height
+    at_peak = rows.filter(pl.col("running") >= pl.col("peak")).height
+    which = None
+    if prompt >= generated and prompt > 0 and below:
+        which = PREFILL
+    elif generated > prompt and at_peak:
+        which = DECODE
+    value = (
+        f"{which.words if which else 'undecided'}: over {rows.height} stats line(s) on "
+        f"{names(rows)}, {prompt:.0f} prompt against {generated:.0f} generated tokens/s summed; "
+        f"{below} line(s) with requests waiting below the peak Running, {at_peak} at it "
+        f"({', '.join(f'{i} {p}' for i, p in peaks.sort('instance').iter_rows() if i in set(rows['instance']))})"
+    )
+    return which, PHASE.fired(value, t, labels(rows))
 
 
 def _max(rows: pl.DataFrame, column: str) -> str:
@@ -216,7 +296,7 @@ RULE = Rule(
     bottleneck=Bottleneck.GPU,
     headline="GPU compute",
     summary="{claimed} of {failed} failed requests reached {subject} while the engine there was busy computing, with KV cache to spare",
-    signals=(QUEUED, BUSY, QUEUE_TIME, SHED, QUEUED_WITHOUT_FAILURES),
+    signals=(QUEUED, BUSY, QUEUE_TIME, SHED, PHASE, QUEUED_WITHOUT_FAILURES),
     recommendations=(
         "Add replicas behind the balancer: each instance is at its compute limit.",
         "Tune max_num_batched_tokens / max_num_seqs and keep CUDA graphs on (enforce_eager=False).",
@@ -224,5 +304,5 @@ RULE = Rule(
     ),
     evaluate=evaluate,
     corroborated=True,
-    qualifiers=(SHED_AT_FRONT,),
+    qualifiers=(SHED_AT_FRONT, PREFILL, DECODE),
 )
