@@ -373,6 +373,22 @@ def test_refusals_at_the_front_while_every_kv_cache_was_full_are_shed_not_a_fron
     )
 
 
+def test_a_router_that_says_it_shed_them_is_quoted_by_its_reason():
+    """llm-d's flow control answers what it never dispatched with its dropped reason; with
+    both engines full that is shedding, and the evidence says which reason the front gave."""
+    case = successes(Case(["gpu-a", "gpu-b"]))
+    dropped = "429 Too Many Requests (x-llm-d-request-dropped-reason: rejected-saturated)"
+    case.requests_n(5, 100, 100.2, False, reach="unreached", error=dropped, http_status=429)
+    for name in ("gpu-a", "gpu-b"):
+        case.stats_every(name, 0, 150, running=8, waiting=6, gpu=99.0)
+    v = case.verdict()
+    assert v.bottleneck == Bottleneck.KV_CACHE and v.qualifiers == ["shed_at_front"]
+    shed = next(e for e in v.evidence if e.signal == "shed_at_the_front_while_kv_full")
+    assert shed.value.startswith(
+        "5/5 never reached an instance (5 answered rejected-saturated by the front)"
+    )
+
+
 def test_refusals_at_the_front_while_engines_queued_with_kv_room_are_shed_by_compute():
     case = successes(Case(["gpu-a", "gpu-b"]))
     case.requests_n(4, 100, 100.2, False, reach="unreached", delivery="refused", http_status=503)

@@ -360,3 +360,42 @@ def test_an_engine_holding_every_request_sent_to_it_proves_a_silent_failure_reac
 
     assert reach_with(2)[1] == ("reached", "engine_count")
     assert reach_with(1)[1] == ("unknown", None)
+
+
+def test_a_fronts_own_rejection_in_the_answer_proves_never_reached():
+    """llm-d's router answers a request its flow control never dispatched with
+    `x-llm-d-request-dropped-reason: rejected-…` (the header as llm-d-router #2881 quotes it,
+    kept in the client's error text); `evicted-…` was dispatched first and proves nothing."""
+    import datetime as dt
+
+    from logforensics import model
+    from logforensics.correlate.reach import decide_reach, failed_at
+
+    t0 = dt.datetime(2026, 9, 15, 18, 18, 21, tzinfo=dt.timezone.utc)
+    errors = [
+        "HTTP/1.1 503 Service Unavailable; x-llm-d-request-dropped-reason: rejected-no-endpoints",
+        "429 Too Many Requests (x-llm-d-request-dropped-reason: rejected-saturated)",
+        "429 Too Many Requests (x-llm-d-request-dropped-reason: evicted-ttl-expired)",
+        "HTTP 503",
+    ]
+    frame = model.conform(
+        model.REQUESTS,
+        pl.DataFrame(
+            {
+                "started_at": [t0] * 4,
+                "ended_at": [t0 + dt.timedelta(seconds=1)] * 4,
+                "ok": [False] * 4,
+                "error": errors,
+                "warmup": [False] * 4,
+            }
+        ),
+    )
+    got = decide_reach(frame, {}, 0.0).with_columns(failed_at())
+    assert got["reach"].cast(pl.Utf8).to_list() == ["unreached", "unreached", "unknown", "unknown"]
+    assert got["reach_witness"].cast(pl.Utf8).to_list() == [
+        "front_answer",
+        "front_answer",
+        None,
+        None,
+    ]
+    assert got["failed_at"].to_list() == ["proxy", "proxy", "unknown", "unknown"]

@@ -17,6 +17,21 @@ WITNESS_OF_MATCH = {
 }
 
 
+# A front that says in its answer it never dispatched the request: llm-d's router (EPP)
+# flow control, `x-llm-d-request-dropped-reason: rejected-*` ("Rejected — request never
+# reached an inference server", llm-d-router pkg/common/error/error.go, PR #1027; 503
+# rejected-no-endpoints, llm-d-router #2881). `evicted-*` was dispatched first: not here.
+FRONT_REJECTED_RE = r"rejected-(?:saturated|ttl-expired|context-cancelled|no-endpoints)\b"
+
+
+def front_rejected() -> pl.Expr:
+    """A failure whose answer (the client's error text) carries the front's own word that
+    it never reached an inference server."""
+    return (
+        ~pl.col("ok").fill_null(True) & pl.col("error").str.contains(FRONT_REJECTED_RE)
+    ).fill_null(False)
+
+
 def decide_reach(
     requests: pl.DataFrame,
     coverage: dict,
@@ -31,7 +46,8 @@ def decide_reach(
                 an upstream (witness "proxy"; the instance side unverified when
                 that instance's log is silent);
     unreached — the proxy says it never got to any upstream (witness "proxy",
-                the strongest proof); or it failed inside the span every
+                the strongest proof), or the front's answer says it never
+                dispatched it (witness "front_answer", `front_rejected`); or it failed inside the span every
                 instance's log covers, no instance logged it, every success is
                 accounted for, and the instances would have logged it: they log
                 each request's arrival (witness "coverage"), or their stats
@@ -92,7 +108,7 @@ def decide_reach(
             | pl.col("ok").fill_null(False)
         )
         .then(pl.lit("reached"))
-        .when(by_proxy == "refused")
+        .when((by_proxy == "refused") | front_rejected())
         .then(pl.lit("unreached"))
         .when(at_either)
         .then(pl.lit("reached"))
@@ -107,6 +123,8 @@ def decide_reach(
         .then(pl.col("match_key").replace_strict(WITNESS_OF_MATCH, default="instance_log"))
         .when(by_proxy.is_in(["reached", "refused"]))
         .then(pl.lit("proxy"))
+        .when(front_rejected())
+        .then(pl.lit("front_answer"))
         .when(at_either)
         .then(pl.lit("either_clock"))
         .when(pl.col("ok").fill_null(False))
@@ -283,7 +301,7 @@ def failed_at() -> pl.Expr:
     return (
         pl.when(pl.col("ok").fill_null(False))
         .then(pl.lit(None, dtype=pl.Utf8))
-        .when(pl.col("proxy_delivery") == "refused")
+        .when((pl.col("proxy_delivery") == "refused") | front_rejected())
         .then(pl.lit("proxy"))
         .when(pl.col("reach") == "reached")
         .then(pl.lit("instance"))

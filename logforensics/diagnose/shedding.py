@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from logforensics.correlate.reach import FRONT_REJECTED_RE, front_rejected
 from logforensics.diagnose.evidence import MAX_SOURCES, Evidence, Signal
 from logforensics.diagnose.facts import PRESSURE_KINDS, Facts, labels, names, preemption_sign
 from logforensics.diagnose.thresholds import Thresholds
@@ -84,10 +85,19 @@ def evidence(signal: Signal, facts: Facts, shed_: pl.DataFrame, t: Thresholds) -
         (pl.col("kv_pct") >= t.kv_full_pct) | (pl.col("waiting") > 0)
     )
     refused = failures.filter(pl.col("proxy_delivery") == "refused").height
+    reasons = (
+        failures.filter(front_rejected())
+        .select(pl.col("error").str.extract(f"({FRONT_REJECTED_RE})", 1).alias("why"))
+        .group_by("why")
+        .len()
+        .sort("why")
+    )
+    said = [f"{refused} refused in the front's own log"] if refused else []
+    said += [f"{n} answered {why} by the front" for why, n in reasons.iter_rows()]
     kv, waiting = read["kv_max"].max(), read["waiting_max"].max()
     value = (
         f"{failures.height}/{facts.failed} never reached an instance"
-        + (f" ({refused} refused in the front's own log)" if refused else "")
+        + (f" ({'; '.join(said)})" if said else "")
         + f", while {names(read)} ran with KV cache up to "
         + ("not reported" if kv is None else f"{kv:g}%")
         + f" and up to {waiting or 0} requests waiting"

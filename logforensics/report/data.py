@@ -55,6 +55,7 @@ WITNESSES = {
     "instance_log": "an instance's log",
     "instance": "an instance's log",
     "proxy": "the proxy's log",
+    "front_answer": "the front's answer: it never dispatched it (llm-d's rejected-*)",
     "coverage": "no instance logged its arrival, inside the span every log covers",
     "engine_stats": "every engine's stats showed nothing running or waiting when it failed",
 }
