@@ -76,3 +76,13 @@ def test_the_json_contract_carries_the_verdicts_new_fields():
     assert all({"title", "role"} <= set(e) for e in verdict["evidence"])
     for text in [verdict["summary"], *verdict["recommendations"]]:
         assert not INTERNAL_WORDS.search(text), text
+
+
+def test_a_verdicts_qualifiers_read_in_its_rules_words():
+    from logforensics.diagnose import qualified_words
+
+    assert qualified_words("gpu", ["shed_at_front", "decode"]) == (
+        " (shed at the front, decode-bound)"
+    )
+    assert qualified_words("kv_cache", ["shed_at_front"]) == " (shed at the front)"
+    assert qualified_words("front_proxy", []) == ""

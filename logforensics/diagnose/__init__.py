@@ -8,7 +8,14 @@ read: `facts`; the numbers they compare against: `thresholds`.
 from logforensics.diagnose.evidence import Evidence, Rule, RuleResult, Signal
 from logforensics.diagnose.findings import Finding
 from logforensics.diagnose.thresholds import Thresholds
-from logforensics.diagnose.verdict import RULES, Secondary, Verdict, cause_words, diagnose
+from logforensics.diagnose.verdict import (
+    RULES,
+    Secondary,
+    Verdict,
+    cause_words,
+    diagnose,
+    qualified_words,
+)
 
 __all__ = [
     "cause_words",
@@ -22,4 +29,5 @@ __all__ = [
     "Thresholds",
     "Verdict",
     "diagnose",
+    "qualified_words",
 ]

@@ -249,6 +249,18 @@ def cause_words(bottleneck: str) -> str:
     return _in_sentence(rule.headline) if rule else bottleneck.replace("_", " ")
 
 
+def qualified_words(bottleneck: str, qualifiers: list[str]) -> str:
+    """A verdict's qualifiers in its rule's words, e.g. " (shed at the front)"; "" for none."""
+    rule = (
+        BY_CAUSE.get(Bottleneck(bottleneck))
+        if bottleneck in Bottleneck._value2member_map_
+        else None
+    )
+    words = {q.name: q.words for q in rule.qualifiers} if rule else {}
+    named = [words.get(q, q.replace("_", " ")) for q in qualifiers]
+    return f" ({', '.join(named)})" if named else ""
+
+
 def _in_sentence(headline: str) -> str:
     """A headline inside a sentence: "The KV cache" → "the KV cache", "GPU compute" stays."""
     if len(headline) > 1 and headline[1].isupper():

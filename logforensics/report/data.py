@@ -20,6 +20,7 @@ import polars as pl
 
 from logforensics import __version__
 from logforensics.analysis import Analysis
+from logforensics.diagnose import qualified_words
 from logforensics.model import Step
 from logforensics.report import ledger as hop_ledger
 from logforensics.report.jsonout import FORMAT_VERSION
@@ -604,7 +605,8 @@ def build_report(
     steps = summary.measured
     return ReportData(
         summary=summary,
-        headline=HEADLINES.get(summary.verdict.bottleneck, summary.verdict.bottleneck),
+        headline=HEADLINES.get(summary.verdict.bottleneck, summary.verdict.bottleneck)
+        + qualified_words(summary.verdict.bottleneck, summary.verdict.qualifiers),
         confidence_pct=int(round(summary.verdict.confidence * 100)),
         redacted=any(f.kind == "redacted" for f in summary.findings),
         root=root,
