@@ -71,6 +71,8 @@ def decide_reach(
     """
     if "proxy_delivery" not in requests.columns:
         requests = requests.with_columns(pl.lit(None, dtype=pl.Utf8).alias("proxy_delivery"))
+    if "error" not in requests.columns:
+        requests = requests.with_columns(pl.lit(None, dtype=pl.Utf8).alias("error"))
     if "proxy_instance" not in requests.columns:
         requests = requests.with_columns(pl.lit(None, dtype=pl.Utf8).alias("proxy_instance"))
     out = requests.with_columns(covered_expr(coverage, offset_s).alias("_covered"))
