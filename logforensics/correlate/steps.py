@@ -466,8 +466,8 @@ def tester_figures(summaries: list[dict], step_runs: list[Step]) -> list[dict]:
         ours = (
             None if run is None else {"sent": run.sent, "ok": run.succeeded, "failed": run.failed}
         )
-        agree = None
-        if ours is not None:
+        agree = None  # undecided: no step to set beside it, or no count of its own to compare
+        if ours is not None and any(v is not None for v in theirs.values()):
             agree = all(theirs[k] is None or theirs[k] == ours[k] for k in theirs)
         out.append(
             {

@@ -148,3 +148,69 @@ class GenaiBench(FileFormat):
         frame = place_on_clock(concat_frames(frames), ctx, result.notes, clock="none")
         finish_requests(result, frame, source.display)
         return result
+
+
+# ---------------------------------------------------------------- experiment_metadata.json
+
+METADATA_KEYS = ('"num_concurrency"', '"traffic_scenario"', '"iteration_type"')
+
+
+@register_file_format
+class GenaiBenchMetadata(FileFormat):
+    """genai-bench's ``experiment_metadata.json``, written once an experiment folder: the
+    command, backend, model, task, the concurrencies (or batch sizes) and traffic scenarios
+    it iterates over and each run's limits. Configuration, not figures: recognised and
+    kept in a note, never turned into requests."""
+
+    name = "genai_bench_metadata"
+    role = "client"
+    priority = 32
+    samples = (
+        Sample(
+            "sgl-project/genai-bench regression_main_50req/experiment_metadata.json @ c6e313d8 "
+            "(genai-bench 0.0.2 against baseten GLM-4.6)",
+            file="genai_bench_experiment_metadata.json",
+        ),
+    )
+
+    def sniff(self, head: list[str]) -> bool:
+        text = "\n".join(head)
+        return (
+            text.lstrip().startswith("{")
+            and '"benchmark_version"' in text
+            and '"api_backend"' in text
+            and any(k in text for k in METADATA_KEYS)
+        )
+
+    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
+        result = ParseResult(formats=[self.name])
+        doc = read_json_document(result, source)
+        if not isinstance(doc, dict):
+            return result
+        # configuration: one record read, the rest of its lines say nothing more
+        result.parsed, result.noise = 1, result.lines - 1
+
+        def listed(key: str) -> str:
+            value = doc.get(key)
+            return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+        iteration = doc.get("iteration_type") or "num_concurrency"
+        said = [
+            f"genai-bench {doc.get('benchmark_version')} experiment metadata (configuration, "
+            "no requests)",
+            f"backend {doc.get('api_backend')}, model {doc.get('api_model_name')}",
+            f"task {doc.get('task')}",
+            f"iterates {iteration} over [{listed(iteration)}]",
+            f"traffic scenarios [{listed('traffic_scenario')}]",
+        ]
+        limits = [
+            f"{doc[k]} {unit}"
+            for k, unit in (("max_requests_per_run", "requests"), ("max_time_per_run_s", "s"))
+            if doc.get(k) is not None
+        ]
+        if limits:
+            said.append(f"each run stops at {' or '.join(limits)}")
+        if doc.get("metrics_time_unit"):
+            said.append(f"its run files' times in {doc['metrics_time_unit']}")
+        result.notes.append("; ".join(said))
+        return result

@@ -1,9 +1,10 @@
 """genai-perf / perf_analyzer ``profile_export.json``
-(``system_clock`` ns).
+(``system_clock`` ns), and genai-perf's statistics table ``profile_export_genai_perf.csv``.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 
@@ -133,3 +134,136 @@ class GenAIPerfJson(FileFormat):
         )
         finish_requests(result, frame, source.display)
         return result
+
+
+# ---------------------------------------------------------------- genai-perf profile_export_genai_perf.csv
+
+# genai-perf's CsvExporter (genai-perf/genai_perf/export_data/csv_exporter.py): a table of
+# per-request statistics under "Metric,avg,min,max,p99,…", a blank row, then "Metric,Value"
+# rows (throughputs, request count); newer versions append GPU telemetry tables
+# ("Metric,GPU,…") measured on the host genai-perf ran on.
+GENAI_CSV_HEAD_RE = r"^\ufeff?Metric,avg,min,max,p\d+,"
+GENAI_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0}
+GENAI_FOLDER_RE = r"-(concurrency|request_rate)(\d+(?:\.\d+)?)$"  # artifacts/<model>-…-concurrency8
+
+
+def genai_number(text: str) -> float | None:
+    """A genai-perf figure: ``1,234.56`` (thousands separators), or N/A."""
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def genai_metric(label: str) -> tuple[str, str | None]:
+    """``Request Latency (ms)`` → (``request latency``, ``ms``); no unit for token counts."""
+    found = re.fullmatch(r"(.*?)\s*\(([^)]*)\)\s*", label)
+    if not found:
+        return label.strip().lower(), None
+    return found.group(1).lower(), found.group(2)
+
+
+@register_file_format
+class GenAIPerfCsv(FileFormat):
+    """genai-perf ``profile_export_genai_perf.csv``: the run's statistics as genai-perf
+    computed them (latency percentiles, throughputs, request count); no requests, the
+    same run as its ``profile_export.json``. Its figures become a tester summary; the
+    concurrency or request rate comes from the artifact folder's name, where it says."""
+
+    name = "genai_perf_csv"
+    role = "client"
+    priority = 25
+    samples = (
+        Sample(
+            "triton-inference-server/perf_analyzer issue #393 (2025-07-07 comment: genai-perf "
+            "--concurrency 144 --request-count 500 against Qwen2.5-72B-Instruct-AWQ), as pasted",
+            file="genai_perf_profile_export_genai_perf.csv",
+        ),
+    )
+
+    def sniff(self, head: list[str]) -> bool:
+        return bool(re.match(GENAI_CSV_HEAD_RE, head[0]))
+
+    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
+        lines = source.lines
+        result = ParseResult(lines=lines.height, formats=[self.name])
+        stats: dict[str, dict[str, float | None]] = {}  # metric → stat → value
+        units: dict[str, str | None] = {}
+        scalars: dict[str, float | None] = {}
+        header: list[str] = []
+        parsed, noise, bad = 0, 0, []
+        for line_no, text in lines.select("line_no", "text").iter_rows():
+            row = next(csv.reader([text.lstrip("\ufeff")]), [])
+            if not any(cell.strip() for cell in row):
+                noise += 1
+            elif row[0] == "Metric":
+                header, noise = row, noise + 1
+            elif header[1:2] == ["GPU"]:  # telemetry of the host genai-perf ran on
+                noise += 1
+            elif header == ["Metric", "Value"] and len(row) == 2:
+                name, unit = genai_metric(row[0])
+                scalars[name], units[name] = genai_number(row[1]), unit
+                parsed += 1
+            elif len(header) > 2 and len(row) == len(header):
+                name, unit = genai_metric(row[0])
+                stats[name] = {k: genai_number(v) for k, v in zip(header[1:], row[1:], strict=True)}
+                units[name] = unit
+                parsed += 1
+            else:
+                bad.append(line_no)
+        result.parsed, result.noise = parsed, noise
+        result.set_unparsed(lines.filter(pl.col("line_no").is_in(bad)))
+        if not parsed:
+            return result
+
+        def seconds(name: str) -> dict[str, float]:
+            scale = GENAI_UNIT_SECONDS.get(units.get(name) or "")
+            values = stats.get(name) or {}
+            pick = {
+                "mean": "avg",
+                "p50": "p50",
+                "p90": "p90",
+                "p95": "p95",
+                "p99": "p99",
+                "max": "max",
+            }
+            return {
+                k: values[v] * scale
+                for k, v in pick.items()
+                if scale is not None and values.get(v) is not None
+            }
+
+        mode, level = self._load(source)
+        count = scalars.get("request count")
+        summary = {
+            "tester": "genai-perf",
+            "concurrency": int(level) if mode == "concurrency" else None,
+            "rate": level if mode == "request_rate" else None,
+            "requests": int(count) if count is not None else None,
+            "latency_s": seconds("request latency"),
+            "ttft_s": seconds("time to first token"),
+            "requests_per_s": scalars.get("request throughput"),
+            "output_tokens_per_s": scalars.get("output token throughput"),
+        }
+        result.tester_summaries.append(summary)
+        if mode:
+            result.notes.append(
+                f"{mode.replace('_', ' ')} {level:g} from the artifact folder's name"
+            )
+        result.notes.append(
+            "genai-perf's statistics table: same run as its profile_export.json, not re-counted"
+            + (
+                f"; its request count ({summary['requests']}) covers the measurement windows "
+                "only, and it counts no failures"
+                if count is not None
+                else ""
+            )
+        )
+        return result
+
+    @staticmethod
+    def _load(source: SourceFile) -> tuple[str | None, float | None]:
+        """genai-perf names its artifact folder after the load: ``…-concurrency8``,
+        ``…-request_rate2.0``."""
+        found = re.search(GENAI_FOLDER_RE, source.path.parent.name)
+        return (found.group(1), float(found.group(2))) if found else (None, None)

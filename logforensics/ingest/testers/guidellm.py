@@ -567,3 +567,144 @@ class GuideLLMConsole(FileFormat):
             f"GuideLLM's console: its own figures per benchmark are kept; {SAME_RUN}"
         )
         return result
+
+
+# ------------------------------------------------ GuideLLM scenario files (--scenario)
+
+# The load kinds GuideLLM's profiles take (0.3 `rate_type`, 0.4+ `profile`, 0.7 `kind`)
+GUIDELLM_PROFILES = r"(?:synchronous|concurrent|throughput|async|constant|poisson|sweep|replay)"
+SCENARIO_JSON_RES = (
+    # 0.7+: {"spec": {"profile": {"kind": …}, "data": [...], "constraints": [...]}}
+    r'"spec"\s*:\s*\{\s*"(?:profile|data|backend|constraints)"\s*:',
+    # 0.3 `rate_type`, 0.4-0.6 `profile` as a word
+    r'^\s*\{\s*"(?:rate_type|profile)"\s*:\s*"' + GUIDELLM_PROFILES + '"',
+)
+SCENARIO_YAML_RES = (
+    r"^(?:rate_type|profile):\s*['\"]?" + GUIDELLM_PROFILES + r"['\"]?\s*$",
+    r"^spec:\s*$\n^\s+(?:profile|data|backend|constraints):",
+)
+SCENARIO_TOKENS = ("prompt_tokens", "output_tokens")
+
+
+def _scenario_json(text: str) -> bool:
+    return any(re.search(rx, text, re.M) for rx in SCENARIO_JSON_RES)
+
+
+def _scenario_yaml(text: str) -> bool:
+    return any(re.search(rx, text, re.M) for rx in SCENARIO_YAML_RES)
+
+
+def _listing(value) -> str:
+    return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def scenario_settings(doc: dict) -> dict:
+    """What a GuideLLM scenario says about the load: profile, rates or streams, limits,
+    target, model and the synthetic data's token counts (0.3: rate_type/max_seconds,
+    0.4-0.6: profile/rate/max_seconds, 0.7+: spec.profile/spec.constraints)."""
+    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else doc
+    said: dict = {}
+    profile = spec.get("profile", spec.get("rate_type"))
+    if isinstance(profile, dict):
+        said["profile"] = profile.get("kind")
+        for key in ("streams", "rate", "max_concurrency", "sweep_size"):
+            if profile.get(key) is not None:
+                said[key] = profile[key]
+    elif profile is not None:
+        said["profile"] = profile
+    if spec.get("rate") is not None:
+        said["rate"] = spec["rate"]
+    for key in ("max_seconds", "max_requests"):
+        value = spec.get(key, spec.get(key.replace("_", "-")))
+        if value is not None:
+            said[key] = value
+    for constraint in spec.get("constraints") or []:
+        if not isinstance(constraint, dict):
+            continue
+        kind = constraint.get("kind")
+        value = next(
+            (constraint[k] for k in ("count", "seconds", "value") if k in constraint), None
+        )
+        if kind == "max_duration":
+            said["max_seconds"] = value
+        elif kind:
+            said[kind] = value
+    backend = spec.get("backend") if isinstance(spec.get("backend"), dict) else {}
+    for key in ("target", "model"):
+        value = spec.get(key, backend.get(key))
+        if value is not None:
+            said[key] = value
+    data = spec.get("data")
+    for item in data if isinstance(data, list) else [data]:
+        if isinstance(item, str) and "prompt_tokens" in item:  # "prompt_tokens=512,…"
+            item = dict(p.split("=", 1) for p in item.split(",") if "=" in p)
+        if isinstance(item, dict):
+            for key in SCENARIO_TOKENS:
+                if item.get(key) is not None:
+                    said.setdefault(key, item[key])
+    return said
+
+
+@register_file_format
+class GuideLLMScenario(FileFormat):
+    """A GuideLLM scenario (``guidellm benchmark --scenario FILE``, JSON or YAML): the
+    run's configuration, as the user wrote it or as GuideLLM ships it. No figures and no
+    requests: what it says about the load (profile, rates or streams, time and request
+    limits, target, model, prompt and output tokens) is kept in a note."""
+
+    name = "guidellm_scenario"
+    role = "client"
+    priority = 33
+    samples = (
+        Sample(
+            "vllm-project/guidellm src/guidellm/benchmark/scenarios/chat.json @ e2a4066e "
+            "(GuideLLM 0.3.0's built-in scenario)",
+            file="guidellm_scenario_chat_v03.json",
+        ),
+        Sample(
+            "vllm-project/guidellm src/guidellm/benchmark/scenarios/chat.json @ 69150f76 "
+            "(GuideLLM 0.7.0's built-in scenario)",
+            file="guidellm_scenario_chat_v07.json",
+        ),
+        Sample(
+            "vllm-project/guidellm pull request #432 description (a user's YAML scenario)",
+            file="guidellm_scenario_pr432.yaml",
+        ),
+    )
+
+    def sniff(self, head: list[str]) -> bool:
+        text = "\n".join(head)
+        if text.lstrip().startswith("{"):
+            return _scenario_json(text)
+        return _scenario_yaml(text)
+
+    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
+        result = ParseResult(formats=[self.name])
+        text = source.text
+        if text.lstrip().startswith("{"):
+            try:
+                doc = json.loads(text)
+            except ValueError as exc:
+                account_document(result, source, 0)
+                result.notes.append(f"not valid JSON ({exc}): nothing read")
+                return result
+        else:
+            doc, _ = GuideLLMReport._yaml(source, result)  # unreadable: noted, lines unparsed
+            if doc is None and result.notes:
+                return result
+        if not isinstance(doc, dict):
+            account_document(result, source, 0)
+            result.notes.append("the scenario is not a mapping: nothing read")
+            return result
+        account_document(result, source, len(text))
+        # configuration: one record read, the rest of its lines say nothing more
+        result.parsed, result.noise = 1, result.lines - 1
+        said = scenario_settings(doc)
+        if said.get("profile") == "concurrent" and "rate" in said:  # 0.4-0.6: rate = streams
+            said = {("rate (streams)" if k == "rate" else k): v for k, v in said.items()}
+        shown = "; ".join(f"{k.replace('_', ' ')} {_listing(v)}" for k, v in said.items())
+        result.notes.append(
+            "GuideLLM scenario (the run's configuration, no requests)"
+            + (f": {shown}" if shown else "")
+        )
+        return result

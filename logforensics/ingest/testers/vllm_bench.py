@@ -296,3 +296,105 @@ class VllmBench(FileFormat):
             f"the file's `date` {date} (local time read in {ctx.client_tz}, whole seconds, written "
             "when the run ended: the last request's end is put there, ±1 s)",
         )
+
+
+# ---------------------------------------------------------------- vllm bench sweep serve summary.json
+
+
+def ms_to_s(doc: dict, metric: str) -> dict[str, float]:
+    """vLLM's ``mean_/median_/pNN_<metric>_ms`` figures, in seconds."""
+    out = {}
+    for key, name in (("mean", f"mean_{metric}_ms"), ("p50", f"median_{metric}_ms")):
+        if isinstance(doc.get(name), int | float):
+            out[key] = doc[name] / 1e3
+    for name, value in doc.items():
+        found = re.fullmatch(rf"p(\d+(?:\.\d+)?)_{metric}_ms", name)
+        if found and isinstance(value, int | float):
+            out[f"p{found.group(1)}"] = value / 1e3
+    return out
+
+
+@register_file_format
+class VllmSweepSummary(FileFormat):
+    """``vllm bench sweep serve``'s ``summary.json``: one parameter combination's runs, a
+    JSON list (``json.dump(indent=4)``) of ``vllm bench serve --save-result`` objects, each
+    with its ``run_number`` and the sweep's serve and bench parameters added. Each run's
+    own figures (completed, failed, latency, throughput) become a tester summary; no
+    requests: the same runs as the ``run=N.json`` files beside it."""
+
+    name = "vllm_bench_sweep_summary"
+    role = "client"
+    priority = 31
+    samples = (
+        Sample(
+            "layout of vllm-project/vllm vllm/benchmarks/sweep/serve.py @ 4fa9174d (run_comb: "
+            "json.dump(comb_data, indent=4)) holding vllm/benchmarks/serve.py @ 009e6d4a "
+            "result_json without --save-detailed; values invented",
+            file="vllm_bench_sweep_summary.json",
+        ),
+    )
+
+    def sniff(self, head: list[str]) -> bool:
+        text = "\n".join(head[:6])
+        return (
+            head[0].strip() == "["
+            and bool(re.search(r"^\s*\{\s*$", text, re.M))
+            and bool(re.search(VLLM_DATE_RE, text))
+            and any(k in text for k in ('"backend"', '"endpoint_type"', '"num_prompts"'))
+        )
+
+    def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
+        lines, _ = source.stream_facts()
+        result = ParseResult(lines=lines, formats=[self.name])
+        try:
+            doc = json.loads(source.text)
+        except ValueError as exc:
+            result.set_unparsed(source.lines)
+            result.notes.append(f"not readable JSON ({exc}): nothing read")
+            return result
+        runs = [r for r in doc if isinstance(r, dict)] if isinstance(doc, list) else []
+        for i, run in enumerate(runs):
+            keys = list(run)
+            # the sweep's parameters: added after run_number (a parameter vLLM's result
+            # already holds, such as max_concurrency, keeps its place and its value)
+            after = keys[keys.index("run_number") + 1 :] if "run_number" in keys else []
+            params = {k: run[k] for k in after}
+            level = run.get("max_concurrency")
+            rate = run.get("request_rate")
+            completed, failed = run.get("completed"), run.get("failed")
+            sent = (
+                completed + failed
+                if isinstance(completed, int) and isinstance(failed, int)
+                else run.get("num_prompts")
+            )
+            result.tester_summaries.append(
+                {
+                    "tester": "vllm bench serve (sweep)",
+                    "run": run.get("run_number"),
+                    "step": i + 1,
+                    "concurrency": int(level) if isinstance(level, int | float) else None,
+                    "rate": float(rate) if isinstance(rate, int | float) and rate > 0 else None,
+                    "sent": sent,
+                    "ok": completed,
+                    "failed": failed,
+                    "latency_s": ms_to_s(run, "e2el"),
+                    "ttft_s": ms_to_s(run, "ttft"),
+                    "requests_per_s": run.get("request_throughput"),
+                    "output_tokens_per_s": run.get("output_throughput"),
+                    "parameters": params,
+                }
+            )
+            shown = ", ".join(f"{k}={v}" for k, v in params.items()) or "no sweep parameters"
+            result.notes.append(
+                f"run {i + 1}: run_number {run.get('run_number')}, {shown}; max_concurrency "
+                f"{level}, request_rate {rate}: {completed} completed, {failed} failed"
+            )
+        result.parsed = len(runs)
+        result.noise = lines - len(runs)
+        if not runs:
+            result.notes.append("no run objects in the list: nothing read")
+        result.notes.append(
+            "vllm bench sweep's summary of one parameter combination: the same runs as the "
+            "run=N.json files beside it, not re-counted"
+        )
+        return result
