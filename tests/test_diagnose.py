@@ -389,6 +389,16 @@ def test_a_router_that_says_it_shed_them_is_quoted_by_its_reason():
     )
 
 
+def test_a_fronts_403_is_no_shedding_however_full_the_engines():
+    case = successes(Case(["gpu-a", "gpu-b"]))
+    case.requests_n(4, 100, 100.2, False, reach="unreached", delivery="refused", http_status=403)
+    for name in ("gpu-a", "gpu-b"):
+        case.stats_every(name, 0, 150, running=8, waiting=6, gpu=98.0)
+    v = case.verdict()
+    assert "shed_at_front" not in v.qualifiers
+    assert "shed_at_the_front_while_kv_full" not in signals(v)
+
+
 def test_refusals_at_the_front_while_engines_queued_with_kv_room_are_shed_by_compute():
     case = successes(Case(["gpu-a", "gpu-b"]))
     case.requests_n(4, 100, 100.2, False, reach="unreached", delivery="refused", http_status=503)

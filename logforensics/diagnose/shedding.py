@@ -56,7 +56,10 @@ def shed(facts: Facts, t: Thresholds) -> pl.DataFrame:
     window was saturated: `fid`, and `by` the saturation that decides (`kv_cache` where a
     KV cache read was pressed, else `gpu`)."""
     read = states(facts, t)
-    unreached = facts.failures.filter(pl.col("reach") == "unreached").select("fid")
+    # a 4xx other than 408/429 is the request's own fault, not load the front shed
+    unreached = facts.failures.filter(
+        (pl.col("reach") == "unreached") & ~pl.col("client_error")
+    ).select("fid")
     return (
         read.join(unreached, on="fid")
         .group_by("fid")
