@@ -68,7 +68,7 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
     )
     # a failure whose every instance read was saturated: the front shed what the engines
     # could not take (kv_cache and gpu claim it)
-    shedding_ = pl.col("fid").is_in(shedding.shed(facts, t)["fid"].implode())
+    shedding_ = pl.col("fid").is_in(shedding.shed(facts, t, states)["fid"].implode())
     waited = (pl.col("reach") == "reached") & waited_in_front(t)
     claimed = facts.failures.select(((unreached & ~shedding_) | waited).alias("c"))["c"]
     late = facts.failures.filter(waited)

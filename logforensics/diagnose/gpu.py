@@ -215,15 +215,12 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
         qualifier, found = phase
         evidence.append(found)
         qualifiers += [qualifier] if qualifier else []
-    if shed.height:
+    if not shed.is_empty():
         evidence.append(shedding.evidence(SHED, facts, shed, t))
-        named.append(shedding.pressed(facts, shed, t))
-        if shed.height >= claimed.sum():
+        named.append(shedding.pressed(shed))
+        if shed["fid"].n_unique() >= claimed.sum():
             qualifiers.insert(0, SHED_AT_FRONT)
-        claimed = (
-            claimed
-            | facts.failures.select(pl.col("fid").is_in(shed["fid"].implode()).alias("c"))["c"]
-        )
+        claimed = claimed | claims(facts, shed, pl.lit(True))
     subject = names(pl.concat(named))
     return RuleResult(
         Bottleneck.GPU, claimed, evidence, subject=subject or None, qualifiers=qualifiers

@@ -110,9 +110,8 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
         facts, pressure.select(keys), reached
     )
     shed = shedding.shed(facts, t).filter(pl.col("by") == "kv_cache")
-    shed_claims = facts.failures.select(pl.col("fid").is_in(shed["fid"].implode()).alias("c"))["c"]
     reached_claims = claimed
-    claimed = claimed | shed_claims
+    claimed = claimed | claims(facts, shed, pl.lit(True))
     pairs = pl.concat([state, pressure.select(keys)]).unique()
     fids = facts.failures.filter(reached_claims)["fid"]
     mine = pl.col("fid").is_in(fids.implode())
@@ -151,11 +150,11 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
             )
         )
     qualifiers = []
-    if shed.height:
+    if not shed.is_empty():
         evidence.append(shedding.evidence(SHED, facts, shed, t))
-        pairs = pl.concat([pairs, shedding.pressed(facts, shed, t)]).unique()
+        pairs = pl.concat([pairs, shedding.pressed(shed)]).unique()
         mine = pl.col("fid").is_in(facts.failures.filter(claimed)["fid"].implode())
-        if shed.height >= reached_claims.sum():
+        if shed["fid"].n_unique() >= reached_claims.sum():
             qualifiers.append(SHED_AT_FRONT)
     return RuleResult(
         Bottleneck.KV_CACHE,

@@ -51,16 +51,17 @@ def states(facts: Facts, t: Thresholds) -> pl.DataFrame:
     )
 
 
-def shed(facts: Facts, t: Thresholds) -> pl.DataFrame:
+def shed(facts: Facts, t: Thresholds, read: pl.DataFrame | None = None) -> pl.DataFrame:
     """The failures that never reached an instance while every instance read in their
-    window was saturated: `fid`, and `by` the saturation that decides (`kv_cache` where a
-    KV cache read was pressed, else `gpu`)."""
-    read = states(facts, t)
+    window was saturated: their `states` rows (`read`, where the caller has them), one per
+    (failure, instance), with `by` the saturation that decides (`kv_cache` where a KV cache
+    read was pressed, else `gpu`)."""
+    read = states(facts, t) if read is None else read
     # a 4xx other than 408/429 is the request's own fault, not load the front shed
     unreached = facts.failures.filter(
         (pl.col("reach") == "unreached") & ~pl.col("client_error")
     ).select("fid")
-    return (
+    decided = (
         read.join(unreached, on="fid")
         .group_by("fid")
         .agg(pl.col("saturated").all().alias("all"), pl.col("pressed").any().alias("kv"))
@@ -69,22 +70,20 @@ def shed(facts: Facts, t: Thresholds) -> pl.DataFrame:
             "fid",
             pl.when(pl.col("kv")).then(pl.lit("kv_cache")).otherwise(pl.lit("gpu")).alias("by"),
         )
-        .sort("fid")
     )
+    return read.join(decided, on="fid").sort(KEYS)
 
 
-def pressed(facts: Facts, shed_: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
+def pressed(shed_: pl.DataFrame) -> pl.DataFrame:
     """(fid, instance) of the shed failures' saturated instances: what the verdict names."""
-    read = states(facts, t).filter(pl.col("fid").is_in(shed_["fid"].implode()))
-    return read.filter(pl.col("saturated")).select(KEYS)
+    return shed_.filter(pl.col("saturated")).select(KEYS)
 
 
 def evidence(signal: Signal, facts: Facts, shed_: pl.DataFrame, t: Thresholds) -> Evidence:
     """The shed failures and the engines' state while they died: the front's own lines
     first (its refusals), then the stats lines that show the engines saturated."""
     failures = facts.failures.filter(pl.col("fid").is_in(shed_["fid"].implode()))
-    read = states(facts, t).join(failures.select("fid"), on="fid")
-    rows = facts.window_stats.join(read.select(KEYS), on=KEYS).filter(
+    rows = facts.window_stats.join(shed_.select(KEYS), on=KEYS).filter(
         (pl.col("kv_pct") >= t.kv_full_pct) | (pl.col("waiting") > 0)
     )
     refused = failures.filter(pl.col("proxy_delivery") == "refused").height
@@ -97,11 +96,11 @@ def evidence(signal: Signal, facts: Facts, shed_: pl.DataFrame, t: Thresholds) -
     )
     said = [f"{refused} refused in the front's own log"] if refused else []
     said += [f"{n} answered {why} by the front" for why, n in reasons.iter_rows()]
-    kv, waiting = read["kv_max"].max(), read["waiting_max"].max()
+    kv, waiting = shed_["kv_max"].max(), shed_["waiting_max"].max()
     value = (
         f"{failures.height}/{facts.failed} never reached an instance"
         + (f" ({'; '.join(said)})" if said else "")
-        + f", while {names(read)} ran with KV cache up to "
+        + f", while {names(shed_)} ran with KV cache up to "
         + ("not reported" if kv is None else f"{kv:g}%")
         + f" and up to {waiting or 0} requests waiting"
     )
