@@ -519,15 +519,38 @@ def _to_stdout(*outputs) -> bool:
     help="Name the instance a log belongs to (default: the file's name).",
 )
 @reading_options
+@click.option(
+    "--ray",
+    "ray_address",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[ADDRESS]",
+    help="One Ray task per file (needs the `ray` extra). ADDRESS as Ray's own (`auto`, "
+    "`ray://head:10001`); without it a local cluster. Files and DIR at the same paths on "
+    "every worker.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress display on stderr.")
 def ingest_command(
-    paths, tables_dir, instances, year, server_tz, client_tz, started_at, scraped_at, quiet
+    paths,
+    tables_dir,
+    instances,
+    year,
+    server_tz,
+    client_tz,
+    started_at,
+    scraped_at,
+    ray_address,
+    quiet,
 ) -> None:
     """Parse files (each on its own) into a Parquet dataset for `analyze --tables`.
 
     Datasets written over parts of the files (on other machines too) are
-    analysed together: `analyze --tables DIR1 --tables DIR2`.
+    analysed together: `analyze --tables DIR1 --tables DIR2`. A run that stopped
+    (or whose files failed) is finished by running it again: only the missing
+    entries are written.
     """
+    from logforensics import ray_ingest  # imports Ray only when called
     from logforensics.analysis import parse_context
     from logforensics.ingest.inputs import read
     from logforensics.tables import write_dataset
@@ -540,19 +563,35 @@ def ingest_command(
         scraped_at=scraped_at,
     )
     ctx, year_notes = parse_context(list(paths), options)
-    files = read(
-        list(paths), ctx, _parse_instance(instances), progress=None if quiet else Progress()
-    )
+    year_note = year_notes[0] if year_notes else None
+    progress = None if quiet else Progress()
     try:
-        write_dataset(tables_dir, files, ctx, year_notes[0] if year_notes else None)
+        if ray_address is not None:
+            done = ray_ingest.ingest(
+                list(paths),
+                tables_dir,
+                ctx,
+                _parse_instance(instances),
+                ray_address or None,
+                year_note,
+                progress,
+            )
+            total, kept, lines, errors = done.files, done.kept, done.lines, done.errors
+        else:
+            files = read(list(paths), ctx, _parse_instance(instances), progress=progress)
+            total, errors = len(files.files), files.errors
+            kept = total - write_dataset(tables_dir, files, ctx, year_note)
+            lines = sum(p.result.lines for p in files.parsed if p.result)
     except TablesError as exc:
         click.echo(f"logforensics: error: {exc}", err=True)
         sys.exit(EXIT_BAD_INPUT)
-    for error in files.errors:
+    except ray_ingest.RayMissing as exc:
+        raise click.UsageError(str(exc)) from exc
+    for error in errors:
         click.echo(f"logforensics: error: {error}", err=True)
-    lines = sum(p.result.lines for p in files.parsed if p.result)
-    click.echo(f"wrote {tables_dir}: {len(files.files)} files, {lines:,} lines", err=True)
-    sys.exit(EXIT_BAD_INPUT if files.errors else EXIT_OK)
+    earlier = f" ({kept} kept from an earlier run)" if kept else ""
+    click.echo(f"wrote {tables_dir}: {total} files{earlier}, {lines:,} lines", err=True)
+    sys.exit(EXIT_BAD_INPUT if errors else EXIT_OK)
 
 
 @cli.command("detect")

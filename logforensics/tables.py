@@ -7,8 +7,9 @@ decision that looks across files only then (`ingest.inputs.combine`); `--cache`
 keeps the same entries, keyed by file and options. The layout (README "Tables
 any engine can produce"):
 
+    DIR/plan.json                   {format, version, inputs, context}: written first
     DIR/dataset.json                {format, version, context, year_note, entries,
-                                     duplicates, errors}
+                                     duplicates, errors}: written last
     DIR/files/NNNNN/file.json       one input file: identity, account, what it found
     DIR/files/NNNNN/TABLE.parquet   its rows of each canonical table (model.SCHEMAS)
 
@@ -24,11 +25,12 @@ import json
 from pathlib import Path
 
 from logforensics.ingest import ParseContext
-from logforensics.ingest.entries import read_entry, write_entry
+from logforensics.ingest.entries import ENTRY_FILE, read_entry, write_entry
 from logforensics.ingest.inputs import Read
 from logforensics.ingest.sources import Duplicate
 
 TABLES_FORMAT = "logforensics-tables"
+PLAN_FILE = "plan.json"  # written first: the files a dataset is of, for a rerun to finish it
 # 2: label columns are categoricals (`model.LABEL`); 3: `server_requests` has no `peer`,
 # HTTP statuses are Int16 (`model.STATUS`), a client's step, concurrency, index and
 # output tokens Int32 (`model.COUNT`); 4: `proxy_requests` has `attempts` and
@@ -44,30 +46,99 @@ class TablesError(Exception):
     """A folder that is not a dataset of this version; the message names it."""
 
 
-def write_dataset(
-    folder: Path, read: Read, ctx: ParseContext, year_note: str | None = None
-) -> None:
-    """Every file of `read` as an entry of a new dataset in `folder` (which must be empty)."""
+def write_dataset(folder: Path, read: Read, ctx: ParseContext, year_note: str | None = None) -> int:
+    """Every file of `read` as an entry of the dataset in `folder` (new, or one a run
+    over the same files left unfinished); returns how many entries were written."""
+    plan = plan_dataset(folder, read.files, ctx)
+    for i in plan.todo:
+        path, named = read.files[i]
+        write_entry(plan.entry(i), read.parsed[i], named, path in read.given)
+    finish_dataset(plan, ctx, year_note, read.duplicates, read.errors)
+    return len(plan.todo)
+
+
+@dataclasses.dataclass
+class Plan:
+    """The entries a dataset will hold, one per file in input order, and which of them
+    are still to write (a rerun after a failure writes only those)."""
+
+    folder: Path
+    inputs: list[str]  # each file's path as given
+    todo: list[int]  # indices into `inputs`
+
+    def entry(self, i: int) -> Path:
+        return self.folder / "files" / f"{i:05d}"
+
+    def done(self) -> list[int]:
+        """The files whose entry is complete, in input order."""
+        return [i for i in range(len(self.inputs)) if _complete(self.entry(i), self.inputs[i])]
+
+
+def plan_dataset(folder: Path, files: list[tuple[Path, bool]], ctx: ParseContext) -> Plan:
+    """A new dataset's plan (written to `plan.json` first), or the plan of an unfinished
+    one over the same files in the same context, whose complete entries are kept."""
+    planned = json.loads(
+        json.dumps(
+            {
+                "format": TABLES_FORMAT,
+                "version": TABLES_VERSION,
+                "inputs": [str(path) for path, _ in files],
+                "context": dataclasses.asdict(ctx),
+            },
+            default=str,
+        )
+    )
     if folder.exists() and any(folder.iterdir()):
-        raise TablesError(f"{folder}: not empty (a dataset is written into a new folder)")
-    entries = []
-    for i, ((path, named), parsed) in enumerate(zip(read.files, read.parsed, strict=True)):
-        name = f"{i:05d}"
-        write_entry(folder / "files" / name, parsed, named, path in read.given)
-        entries.append(name)
+        try:
+            earlier = json.loads((folder / PLAN_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raise TablesError(
+                f"{folder}: not empty (a dataset is written into a new folder)"
+            ) from None
+        if earlier != planned:
+            raise TablesError(
+                f"{folder}: a dataset of other files or options (a rerun that completes "
+                "one names the same paths with the same options)"
+            )
+    else:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / PLAN_FILE).write_text(json.dumps(planned), encoding="utf-8")
+    plan = Plan(folder, planned["inputs"], [])
+    complete = set(plan.done())
+    plan.todo = [i for i in range(len(files)) if i not in complete]
+    return plan
+
+
+def finish_dataset(
+    plan: Plan,
+    ctx: ParseContext,
+    year_note: str | None,
+    duplicates: list[Duplicate],
+    errors: list[str],
+) -> None:
+    """`dataset.json`, written last: the complete entries, and why any file has none."""
     manifest = {
         "format": TABLES_FORMAT,
         "version": TABLES_VERSION,
         "context": dataclasses.asdict(ctx),
         "year_note": year_note,
-        "entries": entries,
+        "entries": [plan.entry(i).name for i in plan.done()],
         "duplicates": [
-            {"path": str(d.path), "same_as": str(d.same_as), "reason": d.reason}
-            for d in read.duplicates
+            {"path": str(d.path), "same_as": str(d.same_as), "reason": d.reason} for d in duplicates
         ],
-        "errors": read.errors,
+        "errors": errors,
     }
-    (folder / "dataset.json").write_text(json.dumps(manifest, default=str), encoding="utf-8")
+    (plan.folder / "dataset.json").write_text(json.dumps(manifest, default=str), encoding="utf-8")
+
+
+def _complete(entry: Path, path: str) -> bool:
+    """An entry whose `file.json` (written last) is there and names the file."""
+    try:
+        meta = json.loads((entry / ENTRY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    tables = (meta.get("result") or {}).get("tables", [])
+    return meta.get("path") == path and all((entry / f"{t}.parquet").is_file() for t in tables)
 
 
 @dataclasses.dataclass
@@ -143,6 +214,13 @@ def _one_of(versions: list[int]) -> str:
 def _manifest(folder: Path) -> dict:
     try:
         manifest = json.loads((folder / "dataset.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        if (folder / PLAN_FILE).is_file():
+            raise TablesError(
+                f"{folder}: an unfinished dataset (its ingest stopped before the end: "
+                "run it again with the same paths and options to finish it)"
+            ) from None
+        raise TablesError(f"{folder}: no readable dataset.json (no dataset.json)") from None
     except (OSError, ValueError) as exc:
         raise TablesError(f"{folder}: no readable dataset.json ({exc})") from exc
     if manifest.get("format") != TABLES_FORMAT or manifest.get("version") not in READABLE_VERSIONS:

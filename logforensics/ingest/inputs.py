@@ -88,14 +88,17 @@ def expand(paths: list[Path]) -> tuple[list[tuple[Path, bool]], list[str]]:
     return files, errors
 
 
-def _read_one(
+def read_one(
     path: Path,
     ctx: ParseContext,
     instance_names: dict[Path, str],
     cache_dir: Path | None = None,
+    display: str | None = None,
 ) -> Parsed:
-    """Sniff and parse one file (or take it from the --cache)."""
-    source = SourceFile(path, str(path), instance_names.get(path.resolve(), instance_name(path)))
+    """Sniff and parse one file (or take it from the --cache); `display`: its path as the
+    user gave it, where `path` is another name of it (another working folder's)."""
+    instance = instance_names.get(path.resolve(), instance_name(Path(display or path)))
+    source = SourceFile(path, display or str(path), instance)
     try:
         entry = cache.key(path, source.instance, ctx) if cache_dir else None
         if entry and (hit := cache.load(cache_dir, entry, source)):
@@ -183,7 +186,7 @@ def read(
     order = sorted(range(len(files)), key=lambda i: -_size(files[i][0]))
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {
-            pool.submit(_read_one, files[i][0], ctx, instance_names, cache_dir): i for i in order
+            pool.submit(read_one, files[i][0], ctx, instance_names, cache_dir): i for i in order
         }
         for done, future in enumerate(as_completed(futures), start=1):
             parsed[futures[future]] = one = future.result()
