@@ -431,6 +431,8 @@ def run_size(
         if html_out.exists():
             res.html_bytes = html_out.stat().st_size
             res.html_load_ms = render_time.load_ms(html_out)
+    if not args.no_tables:
+        dataset_rows(res, bundle, json_out, work, args, add)
     if args.skip_reference:
         return res
     add(best("wc -l", ["wc", "-l", *names], n_lines, n_bytes, work, args.timeout))
@@ -507,6 +509,80 @@ def run_size(
             general = json.loads((work / "goaccess.json").read_text())["general"]
             g.output = f"{general['total_requests']:,} requests parsed"
     return res
+
+
+def dataset_rows(res: SizeResult, bundle: Path, direct: Path, work: Path, args, add) -> None:
+    """The dataset route: `ingest --tables` in one process, the analysis after the parse
+    (`analyze --tables`, checked against the truth), and `ingest --ray` on a local Ray
+    cluster of this machine's CPUs (its analysis must equal the one-process dataset's)."""
+    n_lines, n_bytes = res.truth["lines"], res.truth["bytes"]
+    tables, via_ray = work / "tables", work / "tables-ray"
+    for folder in (tables, via_ray):
+        shutil.rmtree(folder, ignore_errors=True)
+    lf = str(LOGFORENSICS)
+    env = args.analyze_env
+    add(
+        measure(
+            "logforensics ingest --tables",
+            [lf, "ingest", str(bundle), "--tables", str(tables), "-q"],
+            n_lines,
+            n_bytes,
+            work,
+            args.timeout,
+            env=env,
+        )
+    )
+    from_tables = work / "analysis-tables.json"
+    t = add(
+        measure(
+            "logforensics analyze --tables --json",
+            [lf, "analyze", "--tables", str(tables), "--json", str(from_tables)],
+            n_lines,
+            n_bytes,
+            work,
+            args.timeout,
+            env=env,
+        )
+    )
+    t.output = same_analysis(from_tables, direct, "analyze on the files")
+    has_ray = subprocess.run([str(PYTHON), "-c", "import ray"], capture_output=True).returncode
+    if has_ray != 0:
+        print("  ingest --ray: skipped (the `ray` extra is not installed)", flush=True)
+        return
+    ray_env = {k: v for k, v in (env or os.environ).items() if k != "RAY_ADDRESS"}
+    t = add(
+        measure(
+            f"logforensics ingest --tables --ray ({os.cpu_count()} CPUs)",
+            [lf, "ingest", str(bundle), "--tables", str(via_ray), "--ray", "-q"],
+            n_lines,
+            n_bytes,
+            work,
+            args.timeout,
+            env=ray_env,
+        )
+    )
+    from_ray = work / "analysis-ray.json"
+    subprocess.run(
+        [lf, "analyze", "--tables", str(via_ray), "--json", str(from_ray), "-q"],
+        capture_output=True,
+        env=env,
+        timeout=args.timeout,
+    )
+    t.output = same_analysis(from_ray, from_tables, "the one-process dataset's")
+    t.note = "peak RSS: the driver's process tree as wait4 sees it, not Ray's workers"
+
+
+def same_analysis(got: Path, want: Path, what: str) -> str:
+    """`same JSON as …` or what differs (the generation time aside)."""
+    try:
+        a, b = (json.loads(p.read_text(encoding="utf-8")) for p in (got, want))
+    except (OSError, ValueError) as exc:
+        return f"no JSON to compare: {exc}"
+    a.pop("generated_at", None)
+    b.pop("generated_at", None)
+    if a == b:
+        return f"same JSON as {what}"
+    return f"JSON differs from {what} in: {', '.join(k for k in a if a.get(k) != b.get(k))}"
 
 
 # ------------------------------------------------------------ reporting
@@ -835,6 +911,11 @@ def main() -> int:
     ap.add_argument("--skip-reference", action="store_true", help="time only logforensics")
     ap.add_argument("--quick", action="store_true", help="1M only")
     ap.add_argument("--no-html", action="store_true", help="skip the run that renders HTML")
+    ap.add_argument(
+        "--no-tables",
+        action="store_true",
+        help="skip the dataset rows (ingest --tables, analyze --tables, ingest --ray)",
+    )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per command")
     ap.add_argument(
         "--repeat", type=int, default=3, help="runs of each timed command (fastest kept)"
