@@ -34,7 +34,7 @@ SPECS = [
     "logforensics.analysis:analyze",
     "logforensics.analysis:infer_year",
     "logforensics.ingest.inputs:load",
-    "logforensics.ingest.inputs:_read_one",
+    "logforensics.ingest.inputs:read_one",
     "logforensics.ingest:detect",
     "logforensics.ingest.base:SourceFile.raw",
     "logforensics.ingest.base:SourceFile.text",

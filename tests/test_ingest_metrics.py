@@ -253,3 +253,51 @@ def test_metric_frames_have_the_canonical_schema():
     result = detect(source).parse(source, CTX)
     for name, frame in result.tables.items():
         assert frame.schema == pl.Schema(model.SCHEMAS[name]), name
+
+
+# vLLM 0.32's histogram as recordings/guidellm-kv/metrics-8002.txt holds it (its buckets 1…20)
+PER_REQUEST = """\
+# HELP vllm:request_num_preemptions Histogram of the number of times a request was preempted.
+# TYPE vllm:request_num_preemptions histogram
+vllm:request_num_preemptions_bucket{{engine="0",le="1.0",model_name="tiny-llama"}} {le1}
+vllm:request_num_preemptions_bucket{{engine="0",le="2.0",model_name="tiny-llama"}} {le2}
+vllm:request_num_preemptions_bucket{{engine="0",le="+Inf",model_name="tiny-llama"}} {count}
+vllm:request_num_preemptions_count{{engine="0",model_name="tiny-llama"}} {count}
+vllm:request_num_preemptions_sum{{engine="0",model_name="tiny-llama"}} {total}
+"""
+
+
+def test_requests_preempted_twice_or_more_from_the_per_request_histogram(tmp_path):
+    """count less the le="1.0" bucket is the finished requests preempted 2+ times: 23 − 20 = 3
+    at the recording's scrape; a scrape where it did not grow gives no event."""
+    first = PER_REQUEST.format(le1="14.0", le2="15.0", count="15.0", total="4.0")
+    same = PER_REQUEST.format(le1="18.0", le2="19.0", count="19.0", total="8.0")
+    last = PER_REQUEST.format(le1="20.0", le2="22.0", count="23.0", total="16.0")
+    text = "".join(
+        f"# scraped at 2026-12-01T10:00:{s:02d}Z\n{body}"
+        for s, body in ((0, first), (10, same), (20, last))
+    )
+    result = parse(tmp_path, text)
+    events = result.table("engine_events").filter(pl.col("kind") == "preempted_repeatedly")
+    assert events["detail"].to_list() == [
+        'vllm:request_num_preemptions_count − vllm:request_num_preemptions_bucket{le="1.0"} '
+        "(finished requests preempted 2+ times) = 1 (cumulative since the server started; "
+        "engine 0)",
+        'vllm:request_num_preemptions_count − vllm:request_num_preemptions_bucket{le="1.0"} '
+        "(finished requests preempted 2+ times) = 3 (+2 since the previous scrape; engine 0)",
+    ]
+    assert [s.rsplit(":", 1)[-1] for s in labels(events["source"])] == ["7", "23"]
+    assert result.table("engine_events").filter(pl.col("kind") == "preempted").is_empty()
+
+
+def test_the_finding_counts_them_per_instance_without_ids(tmp_path):
+    from logforensics.findings import preemption
+    from logforensics.ingest.inputs import load
+
+    for name, (le1, count) in {"gpu-0.prom": (19, 21), "gpu-1.prom": (20, 23)}.items():
+        body = PER_REQUEST.format(le1=le1, le2=count, count=count, total=9)
+        (tmp_path / name).write_text(f"# scraped at 2026-12-01T10:00:00Z\n{body}")
+    events = load(sorted(tmp_path.iterdir()), CTX).tables["engine_events"]
+    (found,) = preemption.find(types.SimpleNamespace(events=events))
+    assert found.kind == "preempted_repeatedly"
+    assert found.detail.endswith("no request ids): 2 on gpu-0, 3 on gpu-1")

@@ -30,8 +30,12 @@ NAMED = 5  # requests named in the finding
 NOT_KV = {"preempted_priority": "for priority", "preempted_cache_reset": "by a prefix-cache reset"}
 
 
+# the histogram's event (`ingest.metrics`): "<metric> = N (…)", N cumulative
+HISTOGRAM_COUNT_RE = r"= (\d+) \("
+
+
 def find(facts: FindingFacts) -> list[Finding]:
-    return _repeated(facts.events) + _not_kv(facts.events)
+    return (_repeated(facts.events) or _repeated_uncounted(facts.events)) + _not_kv(facts.events)
 
 
 def _repeated(events: pl.DataFrame) -> list[Finding]:
@@ -59,6 +63,29 @@ def _repeated(events: pl.DataFrame) -> list[Finding]:
             "preempted_repeatedly",
             f"{counted.height} request(s) were preempted {REPEATED} or more times: {text}{more}",
             sources=sources[:20],
+        )
+    ]
+
+
+def _repeated_uncounted(events: pl.DataFrame) -> list[Finding]:
+    """Without per-request lines, vLLM's `request_num_preemptions` histogram still counts
+    the finished requests preempted 2+ times, per instance, by its last scrape."""
+    rows = events.filter(pl.col("kind") == "preempted_repeatedly").sort("at", nulls_last=True)
+    if rows.is_empty():
+        return []
+    last = (
+        rows.group_by("instance", maintain_order=True)
+        .agg(pl.col("detail").last().str.extract(HISTOGRAM_COUNT_RE, 1).cast(pl.Int64))
+        .sort("instance")
+    )
+    parts = ", ".join(f"{n} on {instance}" for instance, n in last.iter_rows())
+    return [
+        Finding(
+            "preempted_repeatedly",
+            f"finished requests preempted {REPEATED} or more times, by each instance's last "
+            f"scrape (vllm:request_num_preemptions, cumulative since it started; no request "
+            f"ids): {parts}",
+            sources=source_labels(rows["source"])[-20:],
         )
     ]
 

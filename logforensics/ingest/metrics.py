@@ -22,6 +22,8 @@ counters) and V0 ``vllm/engine/metrics.py``:
 * ``vllm:num_preemptions_by_reason_total{reason="kv_full"|"priority"|"prefix_cache_reset"}``
   (vLLM PR #58037): where present, preemptions are counted by it, each reason its own
   event kind (only ``kv_full`` is a KV shortage);
+* the histogram ``vllm:request_num_preemptions`` (count less its ``le="1.0"`` bucket:
+  finished requests preempted 2+ times, event ``preempted_repeatedly``);
 * SGLang (``sglang/srt/metrics/collector.py``): ``sglang:num_running_reqs``,
   ``sglang:num_queue_reqs``, ``sglang:token_usage`` (0..1),
   ``sglang:gen_throughput``.
@@ -72,8 +74,17 @@ PREEMPTION_REASONS = {
     "priority": "preempted_priority",
     "prefix_cache_reset": "preempted_cache_reset",
 }
+# The histogram of preemptions per finished request (vLLM 0.32 and earlier V1 releases,
+# buckets 1, 2, 3, 4, 5, 10, 20 by default): its count less its `le="1.0"` bucket is how
+# many finished requests had been preempted two or more times — their work recomputed each
+# time — named by no id. Without a `le="1.0"` bucket (custom buckets) it says nothing here.
+PER_REQUEST = "vllm:request_num_preemptions"
+PER_REQUEST_COUNT = f"{PER_REQUEST}_count"
+PER_REQUEST_BUCKET = f"{PER_REQUEST}_bucket"
 KNOWN = (
-    {n for names in GAUGES.values() for n in names} | set(COUNTERS.values()) | {SUCCESS, BY_REASON}
+    {n for names in GAUGES.values() for n in names}
+    | set(COUNTERS.values())
+    | {SUCCESS, BY_REASON, PER_REQUEST_COUNT, PER_REQUEST_BUCKET}
 )
 # finished_reason → engine event kind, when its counter grew
 REASON_EVENTS = {"abort": "requests_aborted", "error": "requests_errored"}
@@ -251,6 +262,7 @@ class PrometheusScrape(FileFormat):
                 )
                 for why, kind in PREEMPTION_REASONS.items()
             ]
+        events.append(self._repeated(known, at, source))
         reasons = (
             known.filter((pl.col("name") == SUCCESS) & pl.col("reason").is_in(list(REASON_EVENTS)))
             .join(at, on=group, how="left", nulls_equal=True)
@@ -269,6 +281,38 @@ class PrometheusScrape(FileFormat):
         if times.len():
             result.span = (times.min(), times.max())
         return result
+
+    @classmethod
+    def _repeated(cls, known: pl.DataFrame, at: pl.DataFrame, source: SourceFile) -> pl.DataFrame:
+        """`preempted_repeatedly` events from the per-request histogram: finished requests
+        preempted 2+ times (its count less its `le="1.0"` bucket), where that grew."""
+        group = ["snapshot", "engine", "model"]
+        le = pl.col("labels").str.extract(r'(?:^|,)\s*le="([^"]*)"', 1)
+        rows = known.filter(
+            (pl.col("name") == PER_REQUEST_COUNT)
+            | ((pl.col("name") == PER_REQUEST_BUCKET) & le.cast(pl.Float64, strict=False).eq(1))
+        )
+        per_snapshot = (
+            rows.group_by(group, maintain_order=True)
+            .agg(
+                (
+                    pl.col("value").filter(pl.col("name") == PER_REQUEST_COUNT).first()
+                    - pl.col("value").filter(pl.col("name") == PER_REQUEST_BUCKET).first()
+                ).alias("repeated"),
+                pl.col("line_no").filter(pl.col("name") == PER_REQUEST_COUNT).first(),
+            )
+            .filter(pl.col("repeated").is_not_null())
+            .join(at, on=group, how="left", nulls_equal=True)
+            .sort(["engine", "model", "snapshot"], nulls_last=True)
+        )
+        return cls._counter_events(
+            per_snapshot,
+            "repeated",
+            "preempted_repeatedly",
+            f'{PER_REQUEST_COUNT} − {PER_REQUEST_BUCKET}{{le="1.0"}} (finished requests '
+            "preempted 2+ times)",
+            source,
+        )
 
     @staticmethod
     def _counter_events(
