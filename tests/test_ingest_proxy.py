@@ -657,6 +657,63 @@ def test_production_stack_router(tmp_path):
     assert (result.parsed, result.noise, result.unparsed) == (3, 1, 0)
 
 
+def test_endpoint_picker_picks_and_drops(tmp_path):
+    """llm-d's EPP: the v0.5 struct pick names the pod, the v1 pick its first ip:port; a
+    drop logged twice (-v=3 "Request dropped" and -v=4 "Flow control outcome") is one
+    request that never reached an instance and one refusal; a cancelled request is no
+    refusal; a Dispatched outcome and the lifecycle lines are noise."""
+    from logforensics.ingest.proxies import epp
+
+    picked_v05, picked_v1, dropped = (s.text for s in epp.EndpointPicker.samples[:3])
+    zap = '{{"level":"{}","ts":{},"caller":"{}","msg":"{}","x-request-id":"{}"{}}}'
+    text = "\n".join(
+        [
+            zap.format("info", '"2026-02-20T22:24:39Z"', "handlers/server.go:217",
+                       "EPP received request", "b43b7ccd-c87a-4f52-8ebe-717b5dcc48ad", ""),
+            picked_v05,
+            picked_v1,
+            dropped,
+            zap.format("debug", "1776910414.031", "requestcontrol/admission.go:178",
+                       "Flow control outcome", "710a2ee7-fb67-4151-a3b9-56ad753fb55a",
+                       ',"requestID":"710a2ee7-fb67-4151-a3b9-56ad753fb55a",'
+                       '"outcome":"RejectedCapacity"'),
+            zap.format("debug", "1776910415.5", "requestcontrol/admission.go:178",
+                       "Flow control outcome", "c-2", ',"requestID":"c-2",'
+                       '"outcome":"EvictedContextCancelled"'),
+            zap.format("debug", "1776910415.6", "requestcontrol/admission.go:178",
+                       "Flow control outcome", "d-3", ',"requestID":"d-3","outcome":"Dispatched"'),
+        ]
+    ) + "\n"  # fmt: skip
+    fmt, result = parse(tmp_path, text, "epp.log")
+    assert fmt is FILE_FORMATS["proxy_log"]
+    rows = result.table("proxy_requests")
+    assert rows["request_id"].to_list() == [
+        "b43b7ccd-c87a-4f52-8ebe-717b5dcc48ad",
+        "ebb9e80e-8cee-43f5-888f-2b6c7a155160",
+        "710a2ee7-fb67-4151-a3b9-56ad753fb55a",
+        "c-2",
+    ]
+    assert rows["upstream"].to_list() == [
+        "demo-llm/qwen-kserve-c5d769949-p4tkg",
+        "10.0.4.203:8000",
+        None,
+        None,
+    ]
+    assert rows["delivery"].to_list() == ["unknown", "unknown", "refused", "refused"]
+    assert rows["at"].to_list()[:3] == [
+        t(2025, 11, 21, 1, 46, 0),
+        t(2026, 4, 23, 2, 13, 33, 512000),
+        t(2026, 4, 23, 2, 13, 34, 27000),
+    ]
+    events = result.table("proxy_events")
+    assert events["kind"].to_list() == ["refused"]
+    assert events["detail"][0] == (
+        "endpoint picker dropped request 710a2ee7-fb67-4151-a3b9-56ad753fb55a: RejectedCapacity "
+        "(request rejected pre-queue: queue at capacity)"
+    )
+    assert (result.parsed, result.noise, result.unparsed) == (4, 3, 0)
+
+
 RECORDINGS = Path(__file__).parents[1] / "recordings"
 TRAEFIK3 = (
     Path(__file__).parent / "data" / "traefik3"

@@ -19,7 +19,7 @@ from typing import ClassVar
 
 import polars as pl
 
-from logforensics import model
+from logforensics import model, timeparse
 from logforensics.ingest import outcome
 from logforensics.ingest.base import (
     LineFormat,
@@ -145,6 +145,22 @@ def file_tz(lines: pl.DataFrame) -> str:
     if "file_tz" in lines.columns and lines.height:
         return lines["file_tz"][0] or "UTC"
     return "UTC"
+
+
+def json_field(path: str, dtype=pl.Utf8) -> pl.Expr:
+    """A field of a JSON line (`msg`), cast to `dtype` (null where absent or not one)."""
+    return pl.col("msg").str.json_path_match(path).cast(dtype, strict=False)
+
+
+def zap_time() -> pl.Expr:
+    """A Go zap JSON line's `ts`: epoch seconds (zap's production encoder), else ISO 8601
+    (controller-runtime's and Caddy's `time_format` ones)."""
+    raw = json_field("$.ts")
+    epoch = raw.cast(pl.Float64, strict=False)
+    return pl.coalesce(
+        (epoch * 1e6).round(0).cast(pl.Int64).cast(UTC_US),
+        timeparse.iso_to_utc(raw),
+    )
 
 
 def source_column(source: SourceFile) -> pl.Expr:

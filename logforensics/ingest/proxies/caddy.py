@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import polars as pl
 
-from logforensics import timeparse
 from logforensics.ingest import register_line_format
 from logforensics.ingest.base import (
     Claim,
@@ -23,9 +22,11 @@ from logforensics.ingest.toolkit import (
     ProxyLineFormat,
     first_kind,
     format_text,
+    json_field,
     no_lines,
     proxy_failures,
     proxy_rows,
+    zap_time,
 )
 
 # zap's JSON encoder as Caddy configures it: "level", "ts" (epoch seconds, or an ISO
@@ -46,20 +47,6 @@ CADDY_KINDS = {
     "conn_failed": r"dial tcp|no route to host|connection reset|EOF|broken pipe|no upstreams",
     "upstream_error": r".",
 }
-
-
-def _json(path: str, dtype=pl.Utf8) -> pl.Expr:
-    return pl.col("msg").str.json_path_match(path).cast(dtype, strict=False)
-
-
-def _ts() -> pl.Expr:
-    """`ts`: epoch seconds (Caddy's default), else an ISO 8601 text."""
-    raw = _json("$.ts")
-    epoch = raw.cast(pl.Float64, strict=False)
-    return pl.coalesce(
-        (epoch * 1e6).round(0).cast(pl.Int64).cast(pl.Datetime("us", "UTC")),
-        timeparse.iso_to_utc(raw),
-    )
 
 
 @register_line_format
@@ -150,7 +137,7 @@ class CaddyJson(ProxyLineFormat):
         hits = lines.filter(gate).filter(msg.str.contains(CADDY_RE))
         access = hits.filter(msg.str.contains(ACCESS_LOGGER))
         errors = hits.filter(msg.str.contains(ERROR_LOGGER) | msg.str.contains(ABORT_RE))
-        status = _json("$.status", pl.Int64)
+        status = json_field("$.status", pl.Int64)
         # the answer's headers as logged: a backend's answer carries its own (copied
         # through: Date, Content-Type, its Server beside Caddy's); an answer Caddy made
         # itself (a failed dial's 502) carries Caddy's `Server` alone
@@ -158,10 +145,10 @@ class CaddyJson(ProxyLineFormat):
         own_only = headers.str.contains(r'^\{\s*"Server"\s*:\s*\[\s*"Caddy"\s*\]\s*\}$')
         from_backend = headers.is_not_null() & ~own_only & (headers != "{}")
         frame = access.with_columns(
-            pl.coalesce(_ts(), pl.col("at")).alias("at"),
-            _json("$.request.remote_ip").alias("client"),
-            _json("$.request.method").alias("method"),
-            _json("$.request.uri").alias("path"),
+            pl.coalesce(zap_time(), pl.col("at")).alias("at"),
+            json_field("$.request.remote_ip").alias("client"),
+            json_field("$.request.method").alias("method"),
+            json_field("$.request.uri").alias("path"),
             status.alias("http_status"),
             pl.lit(None, dtype=pl.Utf8).alias("upstream"),
             pl.when(from_backend).then(status).alias("upstream_status"),
@@ -175,26 +162,28 @@ class CaddyJson(ProxyLineFormat):
             .then(pl.lit("reached"))
             .otherwise(pl.lit("unknown"))
             .alias("delivery"),
-            _json("$.duration", pl.Float64).alias("request_time_s"),
+            json_field("$.duration", pl.Float64).alias("request_time_s"),
             pl.coalesce(
-                _json("$.request.headers['X-Request-Id'][0]"),
-                _json("$.request.headers['X-Request-ID'][0]"),
+                json_field("$.request.headers['X-Request-Id'][0]"),
+                json_field("$.request.headers['X-Request-ID'][0]"),
             ).alias("request_id"),
         )
         rows = proxy_rows(frame, source)
         error_text = pl.coalesce(
             pl.when(msg.str.contains(ABORT_RE)).then(
-                format_text("{}: {}", _json("$.msg"), pl.coalesce(_json("$.error"), pl.lit("")))
+                format_text(
+                    "{}: {}", json_field("$.msg"), pl.coalesce(json_field("$.error"), pl.lit(""))
+                )
             ),
-            _json("$.msg"),
+            json_field("$.msg"),
         )
         failed = errors.with_columns(
-            pl.coalesce(_ts(), pl.col("at")).alias("at"),
+            pl.coalesce(zap_time(), pl.col("at")).alias("at"),
             status.alias("http_status"),
             error_text.str.extract(r"dial tcp (\S+?):? ", 1).alias("upstream"),
             error_text.alias("_err"),
-            _json("$.request.method").alias("_method"),
-            _json("$.request.uri").alias("_uri"),
+            json_field("$.request.method").alias("_method"),
+            json_field("$.request.uri").alias("_uri"),
         )
         events = proxy_failures(
             failed,
