@@ -714,6 +714,36 @@ def test_endpoint_picker_picks_and_drops(tmp_path):
     assert (result.parsed, result.noise, result.unparsed) == (4, 3, 0)
 
 
+def test_kserve_logger_events_as_the_message_dumper_prints_them(tmp_path):
+    """The docs' request/response pair is one request that reached a model server and was
+    answered 200; a request event with no response (the agent sends one for a 200 only) is
+    one that reached it, its answer unknown; `kubectl logs --timestamps` stamps are peeled;
+    which replica, the events never say."""
+    from logforensics.ingest.base import SAMPLES_DIR
+
+    pair = (SAMPLES_DIR / "kserve_logger_event_display.txt").read_text()
+    alone = (
+        pair.split("\n\n")[0]
+        .replace("e58f1edd-43bc-42f6-a10a-d1adb5cab831", "9e4163ad-f543-427e-bfed-5a122cf41bab")
+        .replace("2023-01-30T10:45:00.000Z", "2023-01-30T10:45:03.250Z")
+    )
+    stamped = "".join(f"2023-01-30T10:45:04.000000000Z {line}\n" for line in alone.splitlines())
+    fmt, result = parse(tmp_path, pair + "\n" + stamped, "message-dumper.log")
+    assert fmt is FILE_FORMATS["kserve_logger_events"]
+    rows = result.table("proxy_requests")
+    assert rows["request_id"].to_list() == [
+        "e58f1edd-43bc-42f6-a10a-d1adb5cab831",
+        "9e4163ad-f543-427e-bfed-5a122cf41bab",
+    ]
+    assert rows["upstream"].to_list() == ["sklearn-iris", "sklearn-iris"]
+    assert rows["delivery"].to_list() == ["reached", "reached"]
+    assert rows["upstream_status"].to_list() == [200, None]
+    assert rows["status_origin"].to_list() == ["upstream", "unknown"]
+    assert rows["at"].to_list() == [t(2023, 1, 30, 10, 45), t(2023, 1, 30, 10, 45, 3, 250000)]
+    assert result.unparsed == 0 and result.parsed == 33
+    assert any("never the pod" in n for n in result.notes)
+
+
 RECORDINGS = Path(__file__).parents[1] / "recordings"
 TRAEFIK3 = (
     Path(__file__).parent / "data" / "traefik3"

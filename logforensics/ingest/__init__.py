@@ -60,7 +60,7 @@ def detect(source: SourceFile) -> FileFormat | None:
 from logforensics.ingest import metrics, noise, prometheus, pylogs, serverlog, traces  # noqa: E402,F401,I001
 from logforensics.ingest.engines import sglang, tgi, vllm  # noqa: E402,F401,I001
 from logforensics.ingest.proxies import (  # noqa: E402,F401,I001
-    caddy, envoy, epp, haproxy, httpserver, litellm, nginx, traefik, vllm_router,
+    caddy, envoy, epp, haproxy, httpserver, kserve_logger, litellm, nginx, traefik, vllm_router,
 )  # fmt: skip
 from logforensics.ingest.testers import (  # noqa: E402,F401,I001
     aiperf, console, generic, genai_bench, genai_perf, guidellm, hey, inference_perf, jmeter, k6,
