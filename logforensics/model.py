@@ -51,6 +51,8 @@ CLIENT_REQUESTS = {
     "http_status": STATUS,
     "error": pl.Utf8,
     "output_tokens": COUNT,
+    # time to first token as the tester measured it (streamed answers), seconds
+    "ttft_s": pl.Float64,
     "marker": pl.Utf8,
     "request_id": pl.Utf8,
     "warmup": pl.Boolean,

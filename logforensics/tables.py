@@ -34,12 +34,14 @@ PLAN_FILE = "plan.json"  # written first: the files a dataset is of, for a rerun
 # 2: label columns are categoricals (`model.LABEL`); 3: `server_requests` has no `peer`,
 # HTTP statuses are Int16 (`model.STATUS`), a client's step, concurrency, index and
 # output tokens Int32 (`model.COUNT`); 4: `proxy_requests` has `attempts` and
-# `also_reached` (a proxy's retries)
-TABLES_VERSION = 4
+# `also_reached` (a proxy's retries); 5: `client_requests` has `ttft_s` (the tester's time
+# to first token)
+TABLES_VERSION = 5
 # A dataset of version 2 holds every column of 3 (`peer` besides; statuses and counts as
 # Int64), one of 3 every column of 4 but the retries (read as not logged): their entries
-# are read as they are (conformed to the model).
-READABLE_VERSIONS = {2, 3, TABLES_VERSION}
+# are read as they are (conformed to the model); one of 4 every column of 5 but `ttft_s`
+# (read as not recorded).
+READABLE_VERSIONS = {2, 3, 4, TABLES_VERSION}
 
 
 class TablesError(Exception):

@@ -313,6 +313,7 @@ def test_aiperf_profile_export():
     assert rows["ended_at"][2] == t(6, 16, 5, 786000)
     assert rows["latency_s"].to_list() == [3.4, 0.012, 3.486]
     assert rows["output_tokens"].to_list() == [300, None, 280]
+    assert rows["ttft_s"].to_list() == [0.255886568, None, 0.255886568]
     assert rows["request_id"][0] == "7609a2e7-aa53-4ab1-98f4-f35ecafefd25"
     assert rows["http_status"].to_list() == [None, 503, None]
     assert rows["error"][1] == (

@@ -31,6 +31,9 @@ REQUEST_COLUMNS = {
     "proxy_attempts": model.COUNT,  # upstream attempts the proxy logged (a retry: > 1)
     "proxy_also_reached": model.LABEL,  # instances an attempt reached before a retry
     "latency_s": pl.Float64,
+    "ttft_s": pl.Float64,  # the tester's time to first token
+    "output_tokens": model.COUNT,
+    "concurrency": model.COUNT,
     "reach": pl.Utf8,
     "outcome": model.LABEL,
     "error": pl.Utf8,

@@ -235,18 +235,22 @@ def _phase(
     lines (prompt against generated tokens, Running against its peak on that instance)."""
     if pairs.is_empty():
         return None
+    tester = _tester_speeds(facts, pairs)
+    seen = f"; {tester}" if tester else ""
     timings = facts.window_timings.join(pairs, on=["fid", "instance"]).unique("source")
     prefill_s, decode_s = timings["prefill_s"].sum(), timings["decode_s"].sum()
     if timings.height and (prefill_s or decode_s):
         which = PREFILL if prefill_s >= decode_s else DECODE
         value = (
             f"{which.words}: {timings.height} request(s) spent {prefill_s:.1f} s in prefill and "
-            f"{decode_s:.1f} s in decode on {names(timings)} (the engine's spans)"
+            f"{decode_s:.1f} s in decode on {names(timings)} (the engine's spans){seen}"
         )
         return which, PHASE.fired(value, t, labels(timings))
     rows = facts.window_stats.join(pairs, on=["fid", "instance"]).unique("source")
     if rows.is_empty():
-        return None
+        if tester is None:
+            return None
+        return None, PHASE.fired(f"undecided: no engine figures in the windows; {tester}", t)
     peaks = facts.stats.group_by("instance").agg(pl.col("running").max().alias("peak"))
     rows = rows.join(peaks, on="instance", how="left")
     prompt, generated = rows["prompt_tps"].sum(), rows["gen_tps"].sum()
@@ -262,8 +266,47 @@ def _phase(
         f"{names(rows)}, {prompt:.0f} prompt against {generated:.0f} generated tokens/s summed; "
         f"{below} line(s) with requests waiting below the peak Running, {at_peak} at it "
         f"({', '.join(f'{i} {p}' for i, p in peaks.sort('instance').iter_rows() if i in set(rows['instance']))})"
+        f"{seen}"
     )
     return which, PHASE.fired(value, t, labels(rows))
+
+
+def _tester_speeds(facts: Facts, pairs: pl.DataFrame) -> str | None:
+    """The tester's own medians of time to first token and time per output token (answered
+    requests), at its lightest step against the steps of the failures explained. Figures
+    beside the engine's, never deciding: both grow under prefill and under decode load
+    (aiperf-haproxy, prefill-bound by its engines' stats: TTFT ×1.2 and TPOT ×1.7 from
+    concurrency 2 to 4)."""
+    answered = facts.measured.filter(
+        pl.col("ok").fill_null(False)
+        & pl.col("ttft_s").is_not_null()
+        & pl.col("latency_s").is_not_null()
+    ).with_columns(
+        pl.when(pl.col("output_tokens") > 1)
+        .then((pl.col("latency_s") - pl.col("ttft_s")) / (pl.col("output_tokens") - 1))
+        .alias("tpot_s"),
+        pl.coalesce(pl.col("concurrency"), pl.col("step")).alias("_load"),
+    )
+    if answered.is_empty():
+        return None
+    failed_steps = facts.failures.join(pairs.select("fid").unique(), on="fid")
+    loads = failed_steps.select(pl.coalesce(pl.col("concurrency"), pl.col("step")))
+    heavy = answered.filter(pl.col("_load").is_in(loads.to_series().drop_nulls().implode()))
+    lightest = answered["_load"].min()
+    light = answered.filter(pl.col("_load") == lightest)
+    if heavy.is_empty() or light.is_empty() or heavy["_load"].min() == lightest:
+        return None
+    by = "concurrency" if answered["concurrency"].is_not_null().any() else "step"
+    a, b = light["ttft_s"].median(), heavy["ttft_s"].median()
+    parts = [f"TTFT {a:.2f} → {b:.2f} s (×{b / a:.1f})" if a else f"TTFT → {b:.2f} s"]
+    c, d = light["tpot_s"].median(), heavy["tpot_s"].median()
+    if c and d:
+        parts.append(f"TPOT {c * 1000:.0f} → {d * 1000:.0f} ms (×{d / c:.1f})")
+    steps = ", ".join(str(x) for x in heavy["_load"].unique().sort().to_list())
+    return (
+        f"the tester's medians over answered requests, {by} {lightest} against {steps}: "
+        f"{', '.join(parts)} (figures only: both grow under prefill and under decode load)"
+    )
 
 
 def _max(rows: pl.DataFrame, column: str) -> str:

@@ -201,6 +201,9 @@ class AIPerfJsonl(FileFormat):
                 nested(r, "metrics", "output_sequence_length", "value", dtype=pl.Int64),
                 nested(r, "metrics", "output_token_count", "value", dtype=pl.Int64),
             ).alias("output_tokens"),
+            (
+                nested(r, "metrics", "time_to_first_token", "value", dtype=pl.Float64) / per_second
+            ).alias("ttft_s"),
             nested(r, "metadata", "x_request_id", dtype=pl.Utf8).alias("request_id"),
             (nested(r, "metadata", "benchmark_phase", dtype=pl.Utf8) == "warmup")
             .fill_null(False)

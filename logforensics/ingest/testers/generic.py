@@ -52,6 +52,8 @@ FIELD_SPELLINGS = {
     "error": ["error", "error_text", "err", "exception"],
     "error_type": ["error_type", "error_class", "exception_type", "exc_type"],
     "output_tokens": ["output_tokens", "completion_tokens", "tokens", "output_len"],
+    "ttft_s": ["ttft_s", "ttft", "time_to_first_token_s"],
+    "ttft_ms": ["ttft_ms", "time_to_first_token_ms"],
     "timeout_s": ["timeout_s", "timeout"],
     "rest_before_s": ["rest_before_s", "rest_s"],
 }
@@ -204,6 +206,7 @@ def normalise_generic(frame: pl.DataFrame, display: str, client_tz: str) -> pl.D
         http_status.alias("http_status"),
         error.alias("error"),
         get("output_tokens", pl.Int64).alias("output_tokens"),
+        pl.coalesce(get("ttft_s", pl.Float64), get("ttft_ms", pl.Float64) / 1000).alias("ttft_s"),
         get("marker", pl.Utf8).alias("marker"),
         get("request_id", pl.Utf8).alias("request_id"),
         get("warmup", pl.Boolean).fill_null(False).alias("warmup"),

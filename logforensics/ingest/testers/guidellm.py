@@ -352,6 +352,7 @@ class GuideLLMReport(FileFormat):
                 first_column(f, "output_tokens", dtype=pl.Int64),
                 first_column(f, "output_metrics.total_tokens", dtype=pl.Int64),
             ).alias("output_tokens"),
+            (first_column(f, "time_to_first_token_ms", dtype=pl.Float64) / 1000).alias("ttft_s"),
             # v0.4+ response_id is the server's own id (chatcmpl-…): the join key with vLLM
             pl.coalesce(
                 first_column(f, "response_id", dtype=pl.Utf8),

@@ -106,6 +106,7 @@ class LLMPerfResponses(FileFormat):
             )
             .alias("error"),
             first_column(f, "number_output_tokens", dtype=pl.Int64).alias("output_tokens"),
+            pl.when(ok).then(first_column(f, "ttft_s", dtype=pl.Float64)).alias("ttft_s"),
             first_column(f, "request_id", "x_request_id", "id", dtype=pl.Utf8).alias("request_id"),
             model.source_id(f"{source.display}:record ", pl.col("_rec")),
         )

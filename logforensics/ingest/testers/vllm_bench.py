@@ -213,6 +213,7 @@ class VllmBench(FileFormat):
                 status_from_text(error).alias("http_status"),
                 error.alias("error"),
                 first_column(f, "output_lens", dtype=pl.Int64).alias("output_tokens"),
+                pl.when(ttft > 0).then(ttft).alias("ttft_s"),  # seconds; a failure's is 0
                 model.source_id(f"{display}:{where}record ", pl.col("_i") + 1),
             ).with_columns((pl.col("_start") + pl.col("latency_s")).alias("_end"))
             frames.append(f)
