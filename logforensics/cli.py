@@ -497,6 +497,21 @@ def write_outputs(renderers, targets: dict[str, Path | None], data) -> None:
         click.echo(f"wrote {out}", err=True)
 
 
+def _size(text: str, option: str) -> int:
+    """Bytes from `123`, `64K`, `256M`, `1G` (powers of 1024)."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    number, unit = text.strip().upper().rstrip("IB") or "0", ""
+    if number[-1:] in units:
+        number, unit = number[:-1], number[-1]
+    try:
+        value = int(float(number) * units[unit])
+    except ValueError:
+        raise click.BadParameter(f"not a size: {text!r}", param_hint=option) from None
+    if value <= 0:
+        raise click.BadParameter(f"must be more than 0: {text!r}", param_hint=option)
+    return value
+
+
 def _to_stdout(*outputs) -> bool:
     """An output written to stdout (`-`): the one-line summary goes to stderr, not into it."""
     return any(str(out) == "-" for out in outputs if out is not None)
@@ -530,6 +545,15 @@ def _to_stdout(*outputs) -> bool:
     "`ray://head:10001`); without it a local cluster. Files and DIR at the same paths on "
     "every worker.",
 )
+@click.option(
+    "--piece-size",
+    "piece_size",
+    default="256M",
+    show_default=True,
+    metavar="SIZE",
+    help="With --ray: a text log bigger than twice this is cut into pieces of about this "
+    "size (bytes, or with K, M, G), read by a task each.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress display on stderr.")
 def ingest_command(
     paths,
@@ -541,6 +565,7 @@ def ingest_command(
     started_at,
     scraped_at,
     ray_address,
+    piece_size,
     quiet,
 ) -> None:
     """Parse files (each on its own) into a Parquet dataset for `analyze --tables`.
@@ -575,8 +600,15 @@ def ingest_command(
                 ray_address or None,
                 year_note,
                 progress,
+                _size(piece_size, "--piece-size"),
             )
             total, kept, lines, errors = done.files, done.kept, done.lines, done.errors
+            if done.pieces:
+                click.echo(
+                    f"read in pieces: {len(done.pieces)} file(s), "
+                    f"{sum(done.pieces.values())} pieces",
+                    err=True,
+                )
         else:
             files = read(list(paths), ctx, _parse_instance(instances), progress=progress)
             total, errors = len(files.files), files.errors

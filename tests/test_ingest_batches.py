@@ -278,3 +278,103 @@ def test_columns_of_nulls_kept_as_literals_read_the_same():
     assert kept["some"].to_list() == [None, 3, None]
     assert kept["at"].null_count() == kept["sources"].null_count() == 3
     assert model.nulls_as_literals(joined.clear()).schema == joined.schema
+
+
+# ---------------------------------------------------------------- a log in pieces (`--ray`)
+
+
+def _in_pieces(path: Path, role: str, size: int, instance: str = "x"):
+    """`plan_pieces` + `parse_piece` on each + `merge_pieces`, each piece as a task reads
+    it (a fresh source each); (the pieces planned, the result or None)."""
+    plans = serverlog.plan_pieces(SourceFile(path, path.name, instance), CTX, size)
+    if plans is None:
+        return None, None
+    pieces = [
+        serverlog.parse_piece(SourceFile(path, path.name, instance), CTX, role, p) for p in plans
+    ]
+    return plans, serverlog.merge_pieces(SourceFile(path, path.name, instance), CTX, role, pieces)
+
+
+@pytest.mark.parametrize(("path", "role"), LINE_LOGS, ids=lambda v: str(v)[-60:])
+def test_pieces_give_the_whole_read_on_real_logs(path, role):
+    plans, got = _in_pieces(path, role, max(256, path.stat().st_size // 5))
+    if plans is None:
+        return  # too small to cut at 256 bytes a piece
+    assert [p.start for p in plans[1:]] == [p.end for p in plans[:-1]]
+    assert sum(p.lines for p in plans) == _whole(path, role).lines
+    if got is not None:  # refused: read whole (the cases below)
+        assert_same_result(got, _whole(path, role))
+
+
+def test_most_real_logs_are_read_in_pieces():
+    refused, cut = [], 0
+    for path, role in LINE_LOGS:
+        plans, got = _in_pieces(path, role, max(256, path.stat().st_size // 3))
+        cut += plans is not None
+        if plans is not None and got is None:
+            refused.append(path.name)
+    assert cut >= 0.8 * len(LINE_LOGS)
+    assert len(refused) <= 0.1 * cut, refused
+
+
+def test_a_piece_opens_at_a_stamped_line_and_continuations_keep_their_times(tmp_path):
+    """Multi-line messages everywhere: every cut falls on a line with its own stamp, and the
+    lines after a piece's last stamp learn the next stamp from the line read along."""
+    middle = []
+    for i in range(60):
+        middle += [VLLM_LINES[1], VLLM_LINES[2], f"  continuation {i} of a message", "", "  more"]
+    path = _vllm_log(tmp_path, middle)
+    want = _whole(path, "server")
+    text = path.read_bytes()
+    for size in (300, 777, 2000):
+        plans, got = _in_pieces(path, "server", size)
+        assert plans is not None and len(plans) > 2
+        assert all(text[p.start : p.start + 4] == b"2026" for p in plans)
+        assert got is not None
+        assert_same_result(got, want)
+
+
+def test_pieces_over_new_year_are_refused(tmp_path):
+    stamp = "INFO {} [loggers.py:123] Avg prompt throughput: 1.0 tokens/s, Avg generation "
+    stamp += "throughput: 1.0 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, "
+    stamp += "GPU KV cache usage: 1.0%, CPU KV cache usage: 0.0%."
+    lines = [stamp.format(f"12-31 23:59:{s:02d}") for s in range(30)]
+    lines += [stamp.format(f"01-01 00:00:{s:02d}") for s in range(30)]
+    path = write(tmp_path / "newyear.log", "\n".join(lines) + "\n")
+    plans, got = _in_pieces(path, "server", 2000)
+    assert plans is not None and len(plans) > 2
+    assert got is None  # the 2027 stamps only the whole file can place
+
+
+def _cut_at_lines(path: Path, cuts: list[int]) -> list[serverlog.PiecePlan]:
+    """Pieces opening at the given line numbers (1-based), as `plan_pieces` would write them."""
+    starts, offset = {}, 0
+    for number, line in enumerate(path.read_bytes().splitlines(keepends=True), start=1):
+        starts[number] = offset
+        offset += len(line)
+    starts[number + 1] = offset
+    bounds = [1, *cuts, number + 1]
+    return [
+        serverlog.PiecePlan(starts[a], starts[b], a, starts[min(b + 1, number + 1)], b - a)
+        for a, b in zip(bounds, bounds[1:], strict=False)
+    ]
+
+
+def test_a_stamped_logs_unstamped_tail_is_not_cut_and_a_piece_opening_there_is_refused(
+    tmp_path,
+):
+    """A log whose stamps stop: no cut in its unstamped tail (no stamped line to open a
+    piece at); a piece opening there anyway would not know the last stamp before it."""
+    path = write(
+        tmp_path / "tail.log",
+        "\n".join(VLLM_LINES * 3 + [f"  no stamp {i}" for i in range(300)]) + "\n",
+    )
+    plans, got = _in_pieces(path, "server", 1000)
+    assert plans is not None and all(p.first_line <= 10 for p in plans)
+    assert_same_result(got, _whole(path, "server"))
+    forced = _cut_at_lines(path, [5, 100])
+    pieces = [
+        serverlog.parse_piece(SourceFile(path, path.name, "x"), CTX, "server", p) for p in forced
+    ]
+    assert pieces[2].batches.opens_unstamped
+    assert serverlog.merge_pieces(SourceFile(path, path.name, "x"), CTX, "server", pieces) is None

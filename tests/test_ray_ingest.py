@@ -6,6 +6,7 @@ imports it."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,30 @@ def test_ray_tasks_give_the_analysis_the_files_give(cluster, tmp_path, incident)
     _, via_ray = analysis(runner, ["--tables", "ds"], tmp_path / "ray.json")
     assert via_ray == direct
     assert direct["totals"]["sent"] > 0
+
+
+def test_big_logs_read_in_pieces_give_the_same_analysis(cluster, tmp_path, incident):
+    """With 4 KiB pieces every instance log and the proxy's log of kv-tiny (48-62 KB) is cut
+    into pieces, each read by a task and joined by another: the same analysis."""
+    runner = CliRunner()
+    result = runner.invoke(
+        cli,
+        ["ingest", *map(str, incident), "--tables", "ds", "--ray", "--piece-size", "4K", "-q"],
+    )
+    assert result.exit_code == 0, result.output
+    read_in = re.search(r"read in pieces: (\d+) file\(s\), (\d+) pieces", result.output)
+    assert read_in and int(read_in[1]) >= 3 and int(read_in[2]) > 3 * int(read_in[1])
+    _, direct = analysis(runner, [str(p) for p in incident], tmp_path / "direct.json")
+    _, via_pieces = analysis(runner, ["--tables", "ds"], tmp_path / "pieces.json")
+    assert via_pieces == direct
+
+
+def test_a_piece_size_that_is_no_size_is_a_usage_error(tmp_path, incident):
+    result = CliRunner().invoke(
+        cli, ["ingest", str(incident[0]), "--tables", "ds", "--ray", "--piece-size", "lots"]
+    )
+    assert result.exit_code == 2
+    assert "not a size: 'lots'" in result.output
 
 
 def test_a_failed_task_names_its_file_the_others_land_and_a_rerun_writes_only_it(

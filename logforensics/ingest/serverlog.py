@@ -48,6 +48,7 @@ from logforensics.ingest.base import (
     ParseResult,
     Sample,
     SourceFile,
+    lines_of_bytes,
 )
 
 # Any CSI escape (colours, bold, cursor moves); a lone ESC left over is dropped too.
@@ -723,28 +724,69 @@ def parse_in_batches(source: SourceFile, ctx: ParseContext, role: str) -> ParseR
     stretch of unstamped lines.
     """
     account = _Account(source)
+    read = _read_batches(account, source.line_batches(BATCH_BYTES), ctx, role)
+    if read is None:
+        return None
+    return _claim_set_aside(account, read.leftovers, read.stop, read.asleep)
+
+
+@dataclass
+class _Batches:
+    """What reading batches left for the end: the lines set aside, the first format that
+    looks across lines and was awake (`stop`), those found asleep, and the stamps seen."""
+
+    leftovers: pl.DataFrame
+    stop: int | None
+    asleep: set[int]
+    first_at: dt.datetime | None
+    last_at: dt.datetime | None
+    yearless: bool
+    opens_unstamped: bool  # the first line has no stamp of its own
+
+
+def _read_batches(
+    account: _Account,
+    batches,
+    ctx: ParseContext,
+    role: str,
+    lookahead: int | None = None,
+) -> _Batches | None:
+    """The batch loop of `parse_in_batches` over `batches` ((lines, last) pairs), claims
+    into `account`; None where the batches cannot give a whole read's result.
+    `lookahead`: the number of a line past the end, read only so that the lines before it
+    know the next stamp (a piece of a file: `parse_piece`), never claimed."""
     formats = account.formats
+    source = account.source
     asleep: set[int] = set()
     stop: int | None = None
     leftovers: list[pl.DataFrame] = []
     before: dt.datetime | None = None
+    first_at: dt.datetime | None = None
+    yearless = False
     untimed_head = False
+    opens_unstamped: bool | None = None
     pending, held = None, 0
-    for batch, last_batch in source.line_batches(BATCH_BYTES):
+    for batch, last_batch in batches:
         if pending is not None:
             batch, pending = pl.concat([pending, batch]), None
         split = prefixed(batch, source.instance, ctx.year, ctx.server_tz, before)
         if split.dated_by_others:
             return None
         frame, own = split.frame, split.frame["own_at"]
+        if opens_unstamped is None and own.len():
+            opens_unstamped = own[0] is None
+        if lookahead is not None and last_batch:
+            frame = frame.filter(pl.col("line_no") != lookahead)
         stamped = own.is_not_null()
         if stamped.any():
             if untimed_head or _wraps(split, own, before):
                 return None
+            yearless = yearless or bool(split.layers & YEARLESS_LAYERS)
             if not last_batch:
                 last = stamped.arg_true()[-1]
                 pending, frame = model.detached(batch.slice(last + 1)), frame.head(last + 1)
             held = 0
+            first_at = first_at or own.drop_nulls()[0]
             before = own.drop_nulls()[-1]
         elif not last_batch and before is not None:
             pending, held = batch, held + 1
@@ -778,7 +820,15 @@ def parse_in_batches(source: SourceFile, ctx: ParseContext, role: str) -> ParseR
             split_prefixes(_no_lines(), source.instance, ctx.year, ctx.server_tz), ctx, role
         )
     )
-    del leftovers
+    return _Batches(unclaimed, stop, asleep, first_at, before, yearless, bool(opens_unstamped))
+
+
+def _claim_set_aside(
+    account: _Account, unclaimed: pl.DataFrame, stop: int | None, asleep: set[int]
+) -> ParseResult | None:
+    """The end of a batched read: the formats from `stop` on claim from every line set
+    aside, together, as in a whole read."""
+    formats = account.formats
     account.offer(unclaimed)
     for index in range(stop if stop is not None else len(formats), len(formats)):
         if unclaimed.is_empty():
@@ -787,6 +837,208 @@ def parse_in_batches(source: SourceFile, ctx: ParseContext, role: str) -> ParseR
             return None  # awake in the lines set aside, asleep where batches went past it
         unclaimed = account.take(index, unclaimed)
     return account.finish(unclaimed)
+
+
+# ------------------------------------------------------------ a big log in pieces
+
+PIECE_SCAN_BYTES = 1 << 20  # how far past a cut its first stamped line is looked for
+SPLIT_FORMATS = ("server_log", "proxy_log")  # the file formats a log is cut into pieces for
+
+
+@dataclass
+class PiecePlan:
+    """One piece of a log: bytes [start, end) (whole lines, the first stamped unless it
+    opens the file), its first line's number, and the next piece's first line (bytes
+    [end, lookahead_end)) read along for the stamps after its last one."""
+
+    start: int
+    end: int
+    first_line: int
+    lookahead_end: int
+    lines: int
+
+
+@dataclass
+class Piece:
+    """A piece's claims, by format as `_Account` keeps them (their `source` ids this
+    process's, named in `prefixes`), its counts and what its batches left for the end."""
+
+    tables: dict[int, dict[str, list[pl.DataFrame]]]
+    addresses: dict[int, list[dict[str, list[str]]]]
+    recorded: set[int]
+    lines: int
+    parsed: int
+    noise: int
+    spans: list[pl.DataFrame]
+    longest: int
+    batches: _Batches
+    facts: dict
+    prefixes: dict[int, str]
+
+
+def plan_pieces(source: SourceFile, ctx: ParseContext, size: int) -> list[PiecePlan] | None:
+    """Cuts of an uncompressed text log into pieces of about `size` bytes, each opening
+    at a line with a stamp of its own (so that no line of it takes a stamp from the piece
+    before); None where it cannot be cut (compressed, or too small for two pieces)."""
+    total = source.path.stat().st_size
+    if source.compressed or total < 2 * size:
+        return None
+    cuts = [0]
+    with source.path.open("rb") as handle:
+        # a log whose lines carry stamps of their own is cut only at such a line; one whose
+        # lines carry none (a proxy's access log: its stamps are the format's) at any line
+        stamped = _first_stamped(handle.read(PIECE_SCAN_BYTES), source, ctx) is not None
+        for target in range(size, total - size // 2, size):
+            if target <= cuts[-1]:
+                continue
+            handle.seek(target - 1)
+            data = handle.read(PIECE_SCAN_BYTES)
+            newline = data.find(b"\n")
+            if newline < 0:
+                continue
+            data = data[newline + 1 :]
+            cut = _first_stamped(data, source, ctx) if stamped else 0
+            if cut is not None:
+                cuts.append(target + newline + cut)
+        cuts.append(total)
+        plans, first = [], 1
+        for start, end in zip(cuts, cuts[1:], strict=False):
+            handle.seek(end)
+            after = end + len(handle.readline()) if end < total else end
+            lines = _newlines(handle, start, end)
+            plans.append(PiecePlan(start, end, first, after, lines))
+            first += lines
+    return plans if len(plans) > 1 else None
+
+
+def _first_stamped(data: bytes, source: SourceFile, ctx: ParseContext) -> int | None:
+    """The byte offset in `data` (whole lines) of its first line with a stamp of its own."""
+    whole = data[: data.rfind(b"\n") + 1]
+    if not whole:
+        return None
+    lines, _ = lines_of_bytes(whole)
+    own = prefixed(lines, source.instance, ctx.year, ctx.server_tz).frame["own_at"]
+    stamped = own.is_not_null().arg_true()
+    if stamped.is_empty():
+        return None
+    index, offset = int(stamped[0]), 0
+    for _ in range(index):
+        offset = whole.index(b"\n", offset) + 1
+    return offset
+
+
+def _newlines(handle, start: int, end: int) -> int:
+    handle.seek(start)
+    count, left = 0, end - start
+    while left > 0 and (chunk := handle.read(min(left, BATCH_BYTES))):
+        count += chunk.count(b"\n")
+        left -= len(chunk)
+    return count
+
+
+def parse_piece(source: SourceFile, ctx: ParseContext, role: str, plan: PiecePlan) -> Piece | None:
+    """One piece read batch by batch as `parse_in_batches` reads a file; None where the
+    piece cannot give its part of a whole read (its lines are then read whole)."""
+    account = _Account(source)
+    more = plan.lookahead_end > plan.end
+    lookahead = plan.first_line + plan.lines if more else None
+    facts = {"undecodable": False}
+
+    def batches():
+        first = plan.first_line
+        with source.path.open("rb") as handle:
+            if plan.start == 0:
+                head = handle.read(source.FACT_BYTES)
+                facts.update(nul=b"\x00" in head, crlf=b"\r\n" in head)
+            handle.seek(plan.start)
+            left = plan.end - plan.start
+            while left > 0:
+                data = handle.read(min(left, BATCH_BYTES))
+                if len(data) < left and not data.endswith(b"\n"):
+                    data += handle.readline()
+                left -= len(data)
+                if left <= 0:
+                    facts["final_newline"] = data.endswith(b"\n")
+                    if more:
+                        extra = handle.read(plan.lookahead_end - plan.end)
+                        data += extra if extra.endswith(b"\n") else extra + b"\n"
+                frame, bad = lines_of_bytes(data, first)
+                facts["undecodable"] = facts["undecodable"] or bad
+                first += frame.height
+                del data
+                yield frame, left <= 0
+
+    read = _read_batches(account, batches(), ctx, role, lookahead=lookahead)
+    if read is None:
+        return None
+    prefixes: dict[int, str] = {}
+    for kept in account.tables.values():
+        for frames_ in kept.values():
+            for frame in frames_:
+                prefixes |= model.prefixes_of(frame)
+    return Piece(
+        account.tables,
+        account.addresses,
+        account.recorded,
+        account.result.lines,
+        account.result.parsed,
+        account.result.noise,
+        account.spans,
+        account.longest,
+        read,
+        facts,
+        prefixes,
+    )
+
+
+def merge_pieces(
+    source: SourceFile, ctx: ParseContext, role: str, pieces: list[Piece | None]
+) -> ParseResult | None:
+    """The pieces of one log as one whole read; None where they cannot give it (a piece
+    that could not, formats that stopped or slept differently, a yearless stamp stepping
+    back over New Year between pieces)."""
+    if not pieces or any(p is None for p in pieces):
+        return None
+    # a piece whose lines were all claimed before any format that looks across lines
+    # stopped nowhere: it agrees with any stop; the others must stop at the same format,
+    # which no piece went past asleep
+    stops = {p.batches.stop for p in pieces} - {None}
+    asleep = set().union(*(p.batches.asleep for p in pieces))
+    stop = stops.pop() if len(stops) == 1 else None
+    if stops or (stop is not None and stop in asleep):
+        return None
+    for k, later in enumerate(pieces[1:], start=1):
+        # lines before a piece's first stamp would have taken an earlier piece's last one
+        if later.batches.opens_unstamped and any(p.batches.last_at for p in pieces[:k]):
+            return None
+        last, first = pieces[k - 1].batches.last_at, later.batches.first_at
+        if later.batches.yearless and last and first and first < last - NEW_YEAR_STEP:
+            return None
+    account = _Account(source)
+    for piece in pieces:
+        for index, kept in piece.tables.items():
+            mine = account.tables.setdefault(index, {})
+            for table, frames in kept.items():
+                mine.setdefault(table, []).extend(
+                    model.source_remap(f, piece.prefixes) for f in frames
+                )
+        for index, found in piece.addresses.items():
+            account.addresses.setdefault(index, []).extend(found)
+        account.recorded |= piece.recorded
+        account.result.lines += piece.lines
+        account.result.parsed += piece.parsed
+        account.result.noise += piece.noise
+        account.spans += piece.spans
+        account.longest = max(account.longest, piece.longest)
+    source.facts = {
+        "undecodable": any(p.facts["undecodable"] for p in pieces),
+        "nul": pieces[0].facts.get("nul", False),
+        "crlf": pieces[0].facts.get("crlf", False),
+        "final_newline": pieces[-1].facts.get("final_newline", True),
+        "empty": False,
+    }
+    leftovers = pl.concat([p.batches.leftovers for p in pieces], how="vertical_relaxed")
+    return _claim_set_aside(account, leftovers, stop, asleep)
 
 
 def _awake(fmt: LineFormat, lines: pl.DataFrame) -> bool:
@@ -877,7 +1129,10 @@ class ProxyLog(FileFormat):
         return _proxy_only(*_recognisers(head))
 
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
-        result = parse_lines(source, ctx, role="proxy")
+        return self.finish(parse_lines(source, ctx, role="proxy"))
+
+    @staticmethod
+    def finish(result: ParseResult) -> ParseResult:
         if any(result.table(t).height for t in ("server_requests", "engine_stats")):
             result.notes.append(
                 "read as a proxy log (its first lines are a proxy's), yet it also holds "
@@ -904,4 +1159,17 @@ class ServerLog(FileFormat):
         return (vllm or bool(names)) and not _proxy_only(vllm, names)
 
     def parse(self, source: SourceFile, ctx: ParseContext) -> ParseResult:
-        return parse_lines(source, ctx)
+        return self.finish(parse_lines(source, ctx))
+
+    @staticmethod
+    def finish(result: ParseResult) -> ParseResult:
+        return result
+
+
+def parse_pieces(
+    fmt: ServerLog | ProxyLog, source: SourceFile, ctx: ParseContext, pieces: list[Piece | None]
+) -> ParseResult | None:
+    """A log read in pieces (`parse_piece` on each of `plan_pieces`), as `fmt.parse` gives
+    it whole; None where the pieces cannot give that (then read it whole)."""
+    result = merge_pieces(source, ctx, fmt.role, pieces)
+    return None if result is None else fmt.finish(result)
