@@ -190,3 +190,39 @@ def test_guidellm_scenario_v07_constraints_and_streams(tmp_path):
         "4, 8; max requests 200; max seconds 60; target http://127.0.0.1:8000/v1; prompt tokens "
         "256; output tokens 128"
     ]
+
+
+def test_aiperf_server_metrics_jsonl_gives_the_engines_state_per_scrape(tmp_path):
+    """AIPerf 0.13.0's real per-scrape export: an engine_stats row a scrape, named by the
+    endpoint's address (mapped to a log later), throughput from the counters' growth; a
+    counter that falls (the engine started again) is a restart, as Prometheus reads it."""
+    from logforensics.ingest import FILE_FORMATS, ParseContext, SourceFile, detect
+    from logforensics.ingest.base import SAMPLES_DIR
+
+    real = (SAMPLES_DIR / "aiperf_server_metrics_export.jsonl").read_text()
+    path = tmp_path / "server_metrics_export.jsonl"
+    path.write_text(real)
+    source = SourceFile(path, path.name, "x")
+    assert detect(source) is FILE_FORMATS["aiperf_server_metrics_jsonl"]
+    result = FILE_FORMATS["aiperf_server_metrics_jsonl"].parse(source, ParseContext(year=2026))
+    stats = result.table("engine_stats")
+    assert stats["instance"].to_list() == ["127.0.0.1:8011"] * 3
+    assert stats["running"].to_list() == [0, 0, 1]
+    assert stats["at"][2].isoformat() == "2026-12-05T22:22:55.674026+00:00"
+    assert round(stats["prompt_tps"][2], 2) == 293.03
+    assert result.addresses == {"127.0.0.1:8011": ["127.0.0.1:8011"]}
+    assert (result.parsed, result.unparsed) == (3, 0)
+    assert result.notes[0].endswith("1 before the run, 1 warmup, 1 profiling")
+    # the last scrape again, 5 s later, its token counters fallen: the engine started again
+    again = json.loads(real.splitlines()[-1])
+    again["timestamp_ns"] += 5_000_000_000
+    for family, value in (("vllm:prompt_tokens", 10.0), ("vllm:generation_tokens", 1.0)):
+        again["metrics"][family][0]["value"] = value
+    path.write_text(real + json.dumps(again, separators=(",", ":")) + "\n")
+    restarted = FILE_FORMATS["aiperf_server_metrics_jsonl"].parse(
+        SourceFile(path, path.name, "x"), ParseContext(year=2026)
+    )
+    events = restarted.table("engine_events")
+    assert events["kind"].to_list() == ["restart"]
+    assert events["at"][0] == stats["at"][2]  # the last sample before the fall
+    assert restarted.table("engine_stats")["prompt_tps"][3] == 2.0  # 10 new tokens in 5 s

@@ -63,7 +63,7 @@ from logforensics.ingest.proxies import (  # noqa: E402,F401,I001
     caddy, envoy, epp, haproxy, httpserver, kserve_logger, litellm, nginx, traefik, vllm_router,
 )  # fmt: skip
 from logforensics.ingest.testers import (  # noqa: E402,F401,I001
-    aiperf, console, generic, genai_bench, genai_perf, guidellm, hey, inference_perf, jmeter, k6,
+    aiperf, aiperf_metrics, console, generic, genai_bench, genai_perf, guidellm, hey, inference_perf, jmeter, k6,
     llm_load_test, llmperf, loadtest_config, locust, seed, vegeta, vllm_bench,
 )  # fmt: skip
 
