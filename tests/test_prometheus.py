@@ -313,3 +313,50 @@ def test_cli_window_without_data(prometheus_url, tmp_path):
     )
     assert result.exit_code == 2
     assert "holds no engine metrics" in result.output
+
+
+def test_preemptions_split_by_reason_are_counted_by_it(tmp_path):
+    """vLLM PR #58037's num_preemptions_by_reason_total in a saved query_range answer: each
+    reason's growth is its own event (only kv_full is KV pressure), the total not again."""
+
+    times = (1796509370.0, 1796509385.0)
+
+    def series(name: str, values: tuple[str, str], **labels) -> dict:
+        metric = {"__name__": name, "instance": "10.0.0.5:8000", "engine": "0", **labels}
+        return {"metric": metric, "values": [[t, v] for t, v in zip(times, values, strict=True)]}
+
+    answer = {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [
+                series("vllm:num_preemptions_total", ("29", "33")),
+                series(
+                    "vllm:num_preemptions_by_reason_total",
+                    ("20", "21"),
+                    reason="kv_full",
+                ),
+                series(
+                    "vllm:num_preemptions_by_reason_total",
+                    ("9", "12"),
+                    reason="priority",
+                ),
+                series("vllm:num_requests_running", ("8", "8")),
+            ],
+        },
+    }
+    path = tmp_path / "answer.json"
+    path.write_text(json.dumps(answer))
+    fmt = FILE_FORMATS["prometheus_query_range"]
+    result = fmt.parse(SourceFile(path, path.name, "x"), ParseContext(year=2026))
+    events = result.table("engine_events").sort("kind")
+    assert events["kind"].to_list() == ["preempted", "preempted_priority"]
+    assert (
+        events["detail"]
+        .to_list()[1]
+        .startswith(
+            'vllm:num_preemptions_by_reason_total{engine="0",instance="10.0.0.5:8000",'
+            'reason="priority"} +3 (to 12)'
+        )
+    )
+    assert "+1 (to 21)" in events["detail"][0]

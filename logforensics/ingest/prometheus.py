@@ -17,7 +17,10 @@ metric-name table of `ingest.metrics` (old and new vLLM names, SGLang's).
   ``restart`` engine event at the last sample before it; a growth of
   ``vllm:num_preemptions_total`` is a ``preempted`` event, of
   ``request_success_total{finished_reason="abort"|"error"}`` a
-  ``requests_aborted`` / ``requests_errored`` one.
+  ``requests_aborted`` / ``requests_errored`` one; where the engine splits its
+  preemptions by why (``vllm:num_preemptions_by_reason_total{reason}``, vLLM PR #58037),
+  each reason's growth is its own kind (``metrics.PREEMPTION_REASONS``) and the total is
+  not counted again.
 * A saved answer's times are its step times (Prometheus fills each step with
   the latest sample up to five minutes old); `ingest.prometheus_api` asks for
   each sample's own time (``timestamp()``) and keeps each sample once.
@@ -34,11 +37,19 @@ from logforensics import model
 from logforensics.ingest import register_file_format
 from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, Sample, SourceFile
 from logforensics.ingest.labels import name_by_labels
-from logforensics.ingest.metrics import COUNTERS, GAUGES, KNOWN, REASON_EVENTS, SUCCESS
+from logforensics.ingest.metrics import (
+    BY_REASON,
+    COUNTERS,
+    GAUGES,
+    KNOWN,
+    PREEMPTION_REASONS,
+    REASON_EVENTS,
+    SUCCESS,
+)
 from logforensics.ingest.toolkit import account_document, read_json_document, seconds_to_utc
 
-SERIES_LABELS = ("pod", "instance", "engine", "model_name", "finished_reason")
-COUNTER_NAMES = [*COUNTERS.values(), SUCCESS]
+SERIES_LABELS = ("pod", "instance", "engine", "model_name", "finished_reason", "reason")
+COUNTER_NAMES = [*COUNTERS.values(), SUCCESS, BY_REASON]
 GAUGE_NAMES = [name for names in GAUGES.values() for name in names]
 STATS_FIELDS = (
     "running",
@@ -140,7 +151,7 @@ def engine_tables(samples: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], list[
         return out
 
     rows = (
-        known.filter(pl.col("name") != SUCCESS)
+        known.filter(~pl.col("name").is_in([SUCCESS, BY_REASON]))
         .with_columns(pl.col("name").replace_strict(order, default=99).alias("_order"))
         .group_by(keys)
         .agg(
@@ -214,7 +225,16 @@ def _counter_events(counters: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
             "source",
         )
     )
-    kinds = pl.when(pl.col("name") == COUNTERS["preemptions"]).then(pl.lit("preempted"))
+    # where the engine splits its preemptions by why (vLLM PR #58037), each is counted by
+    # its reason (only kv_full is a KV shortage) and the total not again
+    by_reason = counters.filter(pl.col("name") == BY_REASON)["instance"].unique()
+    kinds = pl.when(
+        (pl.col("name") == COUNTERS["preemptions"]) & ~pl.col("instance").is_in(by_reason.implode())
+    ).then(pl.lit("preempted"))
+    for why, kind in PREEMPTION_REASONS.items():
+        kinds = kinds.when((pl.col("name") == BY_REASON) & (pl.col("reason") == why)).then(
+            pl.lit(kind)
+        )
     for reason, kind in REASON_EVENTS.items():
         kinds = kinds.when(
             (pl.col("name") == SUCCESS) & (pl.col("finished_reason") == reason)
