@@ -135,13 +135,18 @@ def test_lines_before_the_first_stamp_are_read_whole(tmp_path, small_batches, mo
     assert whole.table("server_requests").height == 1 and whole.unparsed == 50
 
 
-def test_a_yearless_log_over_new_year_is_read_whole(tmp_path, small_batches, monkeypatch):
+def _new_year_log(tmp_path: Path) -> Path:
+    """V0 stats lines (yearless stamps) from 23:59:00 on 31 December to 00:00:29 on 1 January."""
     stamp = "INFO {} [loggers.py:123] Avg prompt throughput: 1.0 tokens/s, Avg generation "
     stamp += "throughput: 1.0 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, "
     stamp += "GPU KV cache usage: 1.0%, CPU KV cache usage: 0.0%."
     lines = [stamp.format(f"12-31 23:59:{s:02d}") for s in range(30)]
     lines += [stamp.format(f"01-01 00:00:{s:02d}") for s in range(30)]
-    path = write(tmp_path / "newyear.log", "\n".join(lines) + "\n")
+    return write(tmp_path / "newyear.log", "\n".join(lines) + "\n")
+
+
+def test_a_yearless_log_over_new_year_is_read_whole(tmp_path, small_batches, monkeypatch):
+    path = _new_year_log(tmp_path)
     small_batches(1000)
     assert _batched(path, "server") is None
     monkeypatch.setattr(serverlog, "BATCHED_ABOVE", 0)
@@ -335,12 +340,7 @@ def test_a_piece_opens_at_a_stamped_line_and_continuations_keep_their_times(tmp_
 
 
 def test_pieces_over_new_year_are_refused(tmp_path):
-    stamp = "INFO {} [loggers.py:123] Avg prompt throughput: 1.0 tokens/s, Avg generation "
-    stamp += "throughput: 1.0 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, "
-    stamp += "GPU KV cache usage: 1.0%, CPU KV cache usage: 0.0%."
-    lines = [stamp.format(f"12-31 23:59:{s:02d}") for s in range(30)]
-    lines += [stamp.format(f"01-01 00:00:{s:02d}") for s in range(30)]
-    path = write(tmp_path / "newyear.log", "\n".join(lines) + "\n")
+    path = _new_year_log(tmp_path)
     plans, got = _in_pieces(path, "server", 2000)
     assert plans is not None and len(plans) > 2
     assert got is None  # the 2027 stamps only the whole file can place

@@ -296,6 +296,23 @@ def read_samples(samples: pl.DataFrame, result: ParseResult) -> None:
         result.span = (times.min(), times.max())
 
 
+def read_series(samples: pl.DataFrame, result: ParseResult) -> None:
+    """Samples (`SAMPLES`) of series named by their labels: their tables added to `result`,
+    each instance its pod or address label, `result.addresses` what `name_instances` maps
+    once every log is read."""
+    samples = samples.with_columns(
+        label_name().alias("_own"), seconds_to_utc(pl.col("ts")).alias("at")
+    )
+    result.addresses = {
+        own: sorted(a for a in found if a)
+        for own, found in samples.group_by("_own")
+        .agg(pl.col("instance").unique())
+        .drop_nulls("_own")
+        .iter_rows()
+    }
+    read_samples(samples.with_columns(pl.col("_own").alias("instance")), result)
+
+
 @register_file_format
 class PrometheusQueryRange(FileFormat):
     """A saved ``/api/v1/query_range`` (or ``/api/v1/query``) answer of a Prometheus server."""
@@ -345,18 +362,7 @@ class PrometheusQueryRange(FileFormat):
             f"{samples.height} samples; times are the query's step times (each step holds the "
             "latest sample up to 5 min old), not the scrape times"
         )
-        samples = samples.with_columns(
-            label_name().alias("_own"), seconds_to_utc(pl.col("ts")).alias("at")
-        )
-        # named after their labels; `name_instances` maps them once every log is read
-        result.addresses = {
-            own: sorted(a for a in found if a)
-            for own, found in samples.group_by("_own")
-            .agg(pl.col("instance").unique())
-            .drop_nulls("_own")
-            .iter_rows()
-        }
-        read_samples(samples.with_columns(pl.col("_own").alias("instance")), result)
+        read_series(samples, result)
         return result
 
     def name_instances(

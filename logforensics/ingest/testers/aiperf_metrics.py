@@ -29,8 +29,7 @@ from logforensics.ingest import register_file_format
 from logforensics.ingest.base import FileFormat, ParseContext, ParseResult, Sample, SourceFile
 from logforensics.ingest.labels import name_by_labels
 from logforensics.ingest.metrics import KNOWN
-from logforensics.ingest.prometheus import SAMPLES, SERIES_LABELS, label_name, read_samples
-from logforensics.ingest.toolkit import seconds_to_utc
+from logforensics.ingest.prometheus import SAMPLES, SERIES_LABELS, read_series
 
 FIRST_KEYS = re.compile(r'^\{"endpoint_url":"[^"]*","timestamp_ns":\d+')
 HOST_PORT = re.compile(r"^[a-z]+://([^/]+)")
@@ -114,11 +113,7 @@ class AIPerfServerMetricsJsonl(FileFormat):
         )
         if not rows:
             return result
-        samples = pl.DataFrame(rows, schema=SAMPLES).with_columns(
-            label_name().alias("_own"), seconds_to_utc(pl.col("ts")).alias("at")
-        )
-        result.addresses = {own: [own] for own in samples["_own"].unique().sort().to_list()}
-        read_samples(samples.with_columns(pl.col("_own").alias("instance")), result)
+        read_series(pl.DataFrame(rows, schema=SAMPLES), result)
         return result
 
     def name_instances(
