@@ -1,6 +1,7 @@
 """Wall time and memory high-water mark per stage of `analyze`, without a profiler.
 
     .venv/bin/python bench/stages.py [--size 5M] [--scratch DIR] [--ref REV] [--html]
+                                     [--tables DATASET]
 
 Wraps the functions that implement each stage (ingest, prefix split, line
 formats, client parsing, correlation, proxy attribution, runs, diagnosis,
@@ -33,6 +34,11 @@ import generate  # noqa: E402
 SPECS = [
     "logforensics.analysis:analyze",
     "logforensics.analysis:infer_year",
+    "logforensics.analysis:read_tables",
+    "logforensics.tables:read_datasets",
+    "logforensics.ingest.inputs:combine",
+    "logforensics.analysis:fit_clocks",
+    "logforensics.correlate.attribute:attribute_on_both_clocks",
     "logforensics.ingest.inputs:load",
     "logforensics.ingest.inputs:read_one",
     "logforensics.ingest:detect",
@@ -179,7 +185,10 @@ def worker(args) -> int:
     out = bundle.parent / "stages"
     out.mkdir(exist_ok=True)
     t0 = time.perf_counter()
-    a = analysis_mod.analyze([bundle], analysis_mod.Options())
+    if args.tables:  # the analysis after the parse: a dataset `ingest --tables` wrote
+        a = analysis_mod.analyze([], analysis_mod.Options(tables=[args.tables]))
+    else:
+        a = analysis_mod.analyze([bundle], analysis_mod.Options())
     report = build_report(a)
     (out / "analysis.json").write_text(render_json(report), encoding="utf-8")
     if args.html:
@@ -211,6 +220,12 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=generate.DEFAULT_SEED)
     ap.add_argument("--ref", help="measure logforensics as committed at this revision")
     ap.add_argument("--html", action="store_true", help="render the HTML report too")
+    ap.add_argument(
+        "--tables",
+        type=Path,
+        help="analyse this dataset (`logforensics ingest BUNDLE --tables DIR`) instead of "
+        "the bundle's files: the analysis after the parse, by stage",
+    )
     args = ap.parse_args()
     args.scratch = args.scratch.resolve()
     if os.environ.get("LF_BENCH_WORKER") == "1":
