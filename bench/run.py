@@ -9,7 +9,11 @@ For each size (default 1M, 5M and 20M log lines):
    against the bundle's truth.json (PASS/FAIL);
 3. time the same analysis writing the HTML report too (`-o`), for its size and
    how long headless Chromium takes to load it (`bench/render_time.py`);
-4. time reference commands on the same files, the same way: `wc -l`,
+4. time the dataset route (unless --no-tables): `ingest --tables` in one process,
+   `analyze --tables --json` on it (its JSON must equal step 2's), and `ingest --tables
+   --ray` on a local Ray cluster of this machine's CPUs when the `ray` extra is installed
+   (its dataset's analysis must equal the one-process dataset's);
+5. time reference commands on the same files, the same way: `wc -l`,
    `grep -c`, the seed author's `grep | cut | sort | uniq -c`, a per-line
    Python regex loop, polars' floor (`bench/floor.py`: the fields read, no
    analysis), lnav and GoAccess (installed with apt-get when missing;
@@ -22,7 +26,7 @@ Exit status: 0 when every size PASSes, 1 when any FAILs (wrong counts, a
 crash, or no report within the timeout).
 
     .venv/bin/python bench/run.py [--sizes 1M,5M,20M] [--scratch DIR] [--quick]
-                                  [--skip-reference] [--no-html] [--timeout S]
+                                  [--skip-reference] [--no-html] [--no-tables] [--timeout S]
 """
 
 from __future__ import annotations
