@@ -11,11 +11,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 
+import numpy as np
 import polars as pl
 import pytest
 
 from logforensics.analysis import Options, analyze, fit_clocks, parse_context
-from logforensics.correlate import steps
+from logforensics.correlate import clock, steps
 from logforensics.correlate.records import inference_records
 from logforensics.ingest.inputs import load
 from tests.conftest import corpus, report_json
@@ -202,3 +203,57 @@ def test_a_split_placed_by_ids_is_exact_and_one_placed_by_time_states_its_bound(
         for name, count in want["per_instance"].items():
             bound = have.per_instance_uncertain[name]
             assert abs(have.per_instance[name] - count) <= bound, (want, have)
+
+
+def dense_echoes(name: str, copies: int, gaps, skew_s: float = 0.0) -> clock.Echoes:
+    """A real recording's clock evidence (its records' own jitter against their requests),
+    laid over itself `copies` times, copy k moved by `gaps(k)` seconds: production density
+    from real timing. The requests (anchors) carry a client clock `skew_s` off."""
+    folder = corpus(name)
+    ctx, _ = parse_context([folder], Options())
+    tables = load([folder], ctx).tables
+    client = steps.assign_steps(tables["client_requests"])
+    one = clock.clock_evidence(
+        client, inference_records(tables["server_requests"]), tables["server_requests"]
+    )
+    moves = np.array([gaps(k) for k in range(copies)])
+    points = (one.points[None, :] + moves[:, None]).ravel()
+    widths = np.tile(one.widths, copies)
+    order = np.argsort(points, kind="stable")
+    anchors = np.sort((one.anchors[None, :] + moves[:, None]).ravel()) + skew_s
+    return clock.Echoes(points[order], widths[order], anchors, one.arrivals)
+
+
+@pytest.mark.parametrize("skew_s", [164.0, -3.4])
+def test_requests_at_production_density_do_not_make_the_clock_ambiguous(skew_s):
+    """retry-nonidempotent's 21 millisecond-stamped arrivals, 20,000 copies laid at random in
+    ten 100-s steps (~420 requests a second): every offset finds a request within the 1-s
+    tolerance, so counting fitting records calls offsets minutes off as good (the 20M bench:
+    -164 s "as well" as the truth, and every request the two placed apart unattributed).
+    The records' own milliseconds still pile up at the true offset alone: one clock,
+    found, and no rival."""
+    rng = np.random.default_rng(7)
+    echoes = dense_echoes(
+        "retry-nonidempotent", 20_000, lambda k: 100.0 * (k // 2_000) + rng.uniform(0, 100), skew_s
+    )
+    truth = -skew_s
+    saturated = [
+        c
+        for c in (truth - 164.0, truth + 164.0, truth - 66.0, truth + 66.0)
+        if echoes.agreeing(c) >= clock.AMBIGUOUS_SHARE * echoes.agreeing(truth)
+    ]
+    assert saturated, "the density does not saturate the 1-s count: the test shows nothing"
+    fit = clock.fit_echoes([echoes], None)
+    assert fit.basis == "precise stamps"
+    assert abs(fit.offset_s - truth) <= 0.05, fit
+    assert not fit.ambiguous and fit.second_offset_s is None, fit
+
+
+def test_a_load_repeated_to_the_millisecond_stays_ambiguous():
+    """The same recording repeated every 200 s, each copy identical: shifting the client by
+    200 s lines up every copy but one with the next, to the millisecond. Two clocks fit
+    alike, and the fit must say so rather than pick one."""
+    echoes = dense_echoes("retry-nonidempotent", 12, lambda k: 200.0 * k)
+    fit = clock.fit_echoes([echoes], None)
+    assert fit.ambiguous, fit
+    assert min(abs(abs(fit.second_offset_s - fit.offset_s) - 200.0), 1.0) < 1.0, fit
