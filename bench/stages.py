@@ -1,7 +1,7 @@
 """Wall time and memory high-water mark per stage of `analyze`, without a profiler.
 
     .venv/bin/python bench/stages.py [--size 5M] [--scratch DIR] [--ref REV] [--html]
-                                     [--tables DATASET]
+                                     [--tables DATASET] [--also MODULE:FUNCTION,...]
 
 Wraps the functions that implement each stage (ingest, prefix split, line
 formats, client parsing, correlation, proxy attribution, runs, diagnosis,
@@ -119,10 +119,10 @@ class Recorder:
         return timed
 
 
-def install(rec: Recorder) -> list[str]:
-    """Replace each spec'd function everywhere logforensics refers to it."""
+def install(rec: Recorder, also: list[str]) -> list[str]:
+    """Replace each spec'd function (SPECS, then `also`) everywhere logforensics refers to it."""
     missing = []
-    for spec in SPECS:
+    for spec in [*SPECS, *also]:
         mod_name, qual = spec.split(":")
         try:
             mod = importlib.import_module(mod_name)
@@ -150,6 +150,8 @@ def install(rec: Recorder) -> list[str]:
                 prop = cached_property(rec.wrap(label, raw.func))
                 prop.__set_name__(cls, attr)
                 setattr(cls, attr, prop)
+            elif isinstance(raw, classmethod | staticmethod):
+                setattr(cls, attr, type(raw)(rec.wrap(label, raw.__func__)))
             else:
                 setattr(cls, attr, rec.wrap(label, raw))
             continue
@@ -176,19 +178,22 @@ def worker(args) -> int:
     importlib.import_module("logforensics.cli")
     from logforensics.report import charts  # noqa: F401
 
-    missing = install(rec)
+    missing = install(rec, [s for s in args.also.split(",") if s])
     from logforensics import analysis as analysis_mod
     from logforensics.report import build_report, render_html, render_json
 
-    target, kind = generate.parse_spec(args.size)
-    bundle, truth, _ = generate.ensure(target, args.scratch, args.seed, kind)
-    out = bundle.parent / "stages"
-    out.mkdir(exist_ok=True)
     t0 = time.perf_counter()
     if args.tables:  # the analysis after the parse: a dataset `ingest --tables` wrote
+        out = args.tables.parent / "stages"
         a = analysis_mod.analyze([], analysis_mod.Options(tables=[args.tables]))
+        measured = f"dataset {args.tables}"
     else:
+        target, kind = generate.parse_spec(args.size)
+        bundle, truth, _ = generate.ensure(target, args.scratch, args.seed, kind)
+        out = bundle.parent / "stages"
         a = analysis_mod.analyze([bundle], analysis_mod.Options())
+        measured = f"{truth['lines']:,} lines ({truth['bytes'] / 2**20:,.0f} MiB)"
+    out.mkdir(exist_ok=True)
     report = build_report(a)
     (out / "analysis.json").write_text(render_json(report), encoding="utf-8")
     if args.html:
@@ -196,10 +201,7 @@ def worker(args) -> int:
     wall = time.perf_counter() - t0
     _, hwm = _status_kib()
     print(f"logforensics from {Path(logforensics.__file__).parent}")
-    print(
-        f"{truth['lines']:,} lines ({truth['bytes'] / 2**20:,.0f} MiB): {wall:.1f} s, "
-        f"peak RSS {hwm / 1024:,.0f} MiB\n"
-    )
+    print(f"{measured}: {wall:.1f} s, peak RSS {hwm / 1024:,.0f} MiB\n")
     print(f"{'stage':<48} {'calls':>6} {'wall s':>8} {'share':>6} {'HWM +MiB':>9} {'RSS MiB':>8}")
     for name in rec.order:
         r = rec.stats[name]
@@ -226,7 +228,15 @@ def main() -> int:
         help="analyse this dataset (`logforensics ingest BUNDLE --tables DIR`) instead of "
         "the bundle's files: the analysis after the parse, by stage",
     )
+    ap.add_argument(
+        "--also",
+        default="",
+        help="more functions to time, comma-separated like SPECS (module:function, "
+        "module:Class.method)",
+    )
     args = ap.parse_args()
+    if args.tables:
+        args.tables = args.tables.resolve()
     args.scratch = args.scratch.resolve()
     if os.environ.get("LF_BENCH_WORKER") == "1":
         return worker(args)

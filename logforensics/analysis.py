@@ -234,15 +234,19 @@ def placing_window(fit: clock.ClockFit) -> float:
 
 
 def fit_clocks(
-    client: pl.DataFrame, tables: dict[str, pl.DataFrame], records: pl.DataFrame, options: Options
+    client: pl.DataFrame | clock.RequestTimes,
+    tables: dict[str, pl.DataFrame],
+    records: pl.DataFrame,
+    options: Options,
 ) -> tuple[clock.ClockFit, clock.ClockFit | None]:
     """The client→servers clock, narrowed by the proxy's where that is the finer witness, and
     the client→proxy clock (None without a proxy log)."""
+    times = clock.RequestTimes.of(client)
     common = clock.estimate_offset(
-        client, records, options.offset_s, server=tables["server_requests"]
+        times, records, options.offset_s, server=tables["server_requests"]
     )
     proxy_clock = proxy.fit_clock(
-        client, tables["proxy_requests"], options.proxy_offset_s, common.method == "assumed"
+        times, tables["proxy_requests"], options.proxy_offset_s, common.method == "assumed"
     )
     return clock.sharpen(common, proxy_clock), proxy_clock
 
@@ -273,9 +277,10 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     client = tables["client_requests"]
     client = steps.assign_steps(client)
     records = inference_records(tables["server_requests"])
-    offset, proxy_clock = fit_clocks(client, tables, records, options)
+    times = clock.RequestTimes.of(client)  # (sorted once for the three fits)
+    offset, proxy_clock = fit_clocks(times, tables, records, options)
     aligned, coverage, instance_clocks = clock.align_instances(
-        client, tables, inputs.coverage, offset, records
+        times, tables, inputs.coverage, offset, records
     )
     if aligned is not tables:  # an instance was moved onto the common clock
         tables, records = aligned, inference_records(aligned["server_requests"])

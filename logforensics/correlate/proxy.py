@@ -20,7 +20,7 @@ import polars as pl
 
 from logforensics import model
 from logforensics.correlate.attribute import match_by_time
-from logforensics.correlate.clock import ClockFit, estimate_offset, head_span
+from logforensics.correlate.clock import ClockFit, RequestTimes, estimate_offset, head_span
 from logforensics.correlate.pairing import pair_windows
 from logforensics.correlate.records import (
     ID_PREFIX_RE,
@@ -452,14 +452,18 @@ def inference_lines(proxy: pl.DataFrame) -> pl.DataFrame:
 
 
 def fit_clock(
-    client: pl.DataFrame, proxy: pl.DataFrame, forced_offset: float | None, rivals: bool = False
+    client: pl.DataFrame | RequestTimes,
+    proxy: pl.DataFrame,
+    forced_offset: float | None,
+    rivals: bool = False,
 ) -> ClockFit | None:
     """The client→proxy offset, from the proxy's lines against the requests' ends; None
     without a proxy log. `rivals`: also score its best rival offset (where it is the only
     server-side clock there is)."""
-    if proxy.is_empty() or client.is_empty():
+    times = RequestTimes.of(client)
+    if proxy.is_empty() or not len(times.starts):
         return None
-    return estimate_offset(client, inference_lines(proxy), forced_offset, rivals=rivals)
+    return estimate_offset(times, inference_lines(proxy), forced_offset, rivals=rivals)
 
 
 def attribute(
