@@ -83,14 +83,15 @@ def with_last_upstream(frame: pl.DataFrame, name: str) -> pl.DataFrame:
     )
 
 
-def _named_attempts(addresses: pl.Expr, address_to_instance: dict[str, str]) -> pl.Expr:
-    """``a, b`` of addresses as ``name, name`` where the address is an instance's."""
-    return (
-        addresses.cast(pl.Utf8)
-        .str.split(", ")
-        .list.eval(pl.element().replace(address_to_instance))
-        .list.join(", ")
-        .cast(model.LABEL)
+def _named_attempts(addresses: pl.Series, address_to_instance: dict[str, str]) -> pl.Series:
+    """``a, b`` of addresses as ``name, name`` where the address is an instance's (worked out
+    once per distinct list: a log retries through few)."""
+    values = addresses.drop_nulls().unique().cast(pl.Utf8)
+    named = (
+        values.str.split(", ").list.eval(pl.element().replace(address_to_instance)).list.join(", ")
+    )
+    return addresses.cast(pl.Utf8).replace_strict(
+        values, named, default=None, return_dtype=model.LABEL
     )
 
 
@@ -98,8 +99,14 @@ def _stamp_precision(frame: pl.DataFrame) -> float:
     """Whole-second stamps (nginx's $time_local) are good to a second; others to a millisecond."""
     if frame.is_empty():
         return 0.0
-    whole = (frame["at"].dt.microsecond() == 0).all()
-    return 1.0 if whole else 0.001
+    # (a millisecond stamp among the first lines settles it without a pass over millions)
+    for part in (frame["at"].head(PRECISION_PEEK), frame["at"]):
+        if not (part.dt.microsecond() == 0).all():
+            return 0.001
+    return 1.0
+
+
+PRECISION_PEEK = 10_000
 
 
 def echoed(proxy_times: np.ndarray, lo: np.ndarray, hi: np.ndarray, tol: float) -> int:
@@ -426,22 +433,28 @@ def _count_correlation(own: np.ndarray, theirs: np.ndarray) -> float:
     return best
 
 
-def inference_lines(proxy: pl.DataFrame) -> pl.DataFrame:
+LINE_COLUMNS = (
+    "at",
+    "http_status",
+    "request_id",
+    "upstream",
+    "delivery",
+    "attempts",
+    "also_reached",
+    "source",
+)
+
+
+def inference_lines(proxy: pl.DataFrame, columns: tuple[str, ...] = LINE_COLUMNS) -> pl.DataFrame:
     """The proxy's lines of inference calls, sorted, each known by its position (`_line`, also
-    its "instance" while matching: each line stands for itself)."""
+    its "instance" while matching: each line stands for itself). `columns`: what is kept of
+    each (the clock reads two; a sort copies what it is given)."""
+    if "source" not in columns:
+        columns = (*columns, "source")  # (the order of lines stamped alike)
     return (
         proxy.lazy()  # (lazy: the filter then copies only the columns selected after it)
         .filter(pl.col("path").is_null() | is_inference_path(proxy["path"]))
-        .select(
-            "at",
-            "http_status",
-            "request_id",
-            "upstream",
-            "delivery",
-            "attempts",
-            "also_reached",
-            "source",
-        )
+        .select(*columns)
         .collect()
         .with_columns(pl.lit(_stamp_precision(proxy)).alias("at_precision_s"))
         # lines stamped alike (nginx's $msec: many a millisecond) keep the log's order
@@ -463,7 +476,8 @@ def fit_clock(
     times = RequestTimes.of(client)
     if proxy.is_empty() or not len(times.starts):
         return None
-    return estimate_offset(times, inference_lines(proxy), forced_offset, rivals=rivals)
+    lines = inference_lines(proxy, ("at", "http_status"))
+    return estimate_offset(times, lines, forced_offset, rivals=rivals)
 
 
 def attribute(
@@ -555,7 +569,7 @@ def attribute(
         pl.col("delivery").alias("proxy_delivery"),
         pl.col("http_status").alias("proxy_status"),
         pl.col("attempts").alias("proxy_attempts"),
-        _named_attempts(pl.col("also_reached"), address_to_instance).alias("proxy_also_reached"),
+        _named_attempts(inference["also_reached"], address_to_instance).alias("proxy_also_reached"),
     )
     # a null position gathers a null row: no second pass over each column to blank them
     where = pl.Series(line_of).set(pl.Series(~has_line), None)
