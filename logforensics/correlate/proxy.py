@@ -534,7 +534,10 @@ def attribute(
     )
     taken = np.zeros(inference.height, dtype=bool)  # lines given to a request so far
     taken[pinned["instance"].drop_nulls().to_numpy()] = True
-    timed = timed.join(pinned.select("_row"), on="_row", how="anti")
+    # requests still without a line, by row (masks, not anti-joins of millions of rows)
+    waiting = np.ones(rows.height, dtype=bool)
+    waiting[pinned["_row"].to_numpy()] = False
+    timed_rows = timed["_row"].to_numpy()
     owners = [pinned]
     # a request an instance's own log placed takes a line of that instance's address
     # first: in a burst, time alone hands one instance's lines to the other's requests
@@ -542,18 +545,18 @@ def attribute(
     for name in sorted(set(address_to_instance.values())):
         own = match_by_time(
             lines.filter((pl.col("_to") == name) & ~pl.Series(taken)),
-            timed.filter(pl.col("_served_by") == name),
+            timed.filter(pl.Series(waiting[timed_rows]) & (pl.col("_served_by") == name)),
             clock.offset_s,
             none_pinned,
         ).select("_row", "instance")
         owners.append(own)
         taken[own["instance"].to_numpy()] = True
-        timed = timed.join(own.select("_row"), on="_row", how="anti")
+        waiting[own["_row"].to_numpy()] = False
     # the rest by time alone (a request whose instance has a known address had its turn)
     placed_elsewhere = pl.col("_served_by").is_in(list(address_to_instance.values()))
     by_time = match_by_time(
         lines.filter(~pl.Series(taken)),
-        timed.filter(~placed_elsewhere.fill_null(False)),
+        timed.filter(pl.Series(waiting[timed_rows]) & ~placed_elsewhere.fill_null(False)),
         clock.offset_s,
         none_pinned,
     )
