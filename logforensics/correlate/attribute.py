@@ -283,6 +283,14 @@ def next_step_starts(client: pl.DataFrame) -> pl.Series:
     )
 
 
+def by_row(decided: pl.DataFrame, height: int) -> pl.DataFrame:
+    """`decided` (a `_row` each, at most once) laid out one row per request, nulls where none
+    was decided: gathered by position, not joined on millions of keys."""
+    where = np.full(height, -1, dtype=np.int64)
+    where[decided["_row"].to_numpy()] = np.arange(decided.height)
+    return decided.gather(pl.Series(where).set(pl.Series(where < 0), None))
+
+
 def attribute(
     client: pl.DataFrame,
     server: pl.DataFrame,
@@ -360,6 +368,7 @@ def attribute(
         "server_source",
         pl.lit(None, dtype=pl.Utf8).alias("engine_key"),
         "late",
+        pl.col("answer_at").alias("_answer"),
     )
     unrecorded = place_unrecorded(client, unclaimed, server, shift_s)
     unclaimed = unclaimed.join(unrecorded, on=["instance", "engine_key"], how="anti")
@@ -369,44 +378,35 @@ def attribute(
         .with_columns(pl.coalesce("_access", "server_source").alias("server_source"))
         .drop("_access")
     )
-    decided = (
-        client.select("_row")
-        .join(
-            pl.concat([tied, by_time]),
-            on="_row",
-            how="left",
-            maintain_order="left",
-        )
-        .join(
-            engine.select(
-                "instance",
-                "engine_key",
-                "engine_sources",
-                pl.col("received_at").alias("arrived_at"),
-                pl.coalesce("aborted_at", "finished_at").alias("_engine_end"),
-            ),
-            on=["instance", "engine_key"],
-            how="left",
-            maintain_order="left",
-        )
-        .join(
-            records.select(pl.col("source").alias("server_source"), pl.col("at").alias("_answer")),
-            on="server_source",
-            how="left",
-            maintain_order="left",
-        )
+    engine_lines = engine.select(
+        "instance",
+        "engine_key",
+        "engine_sources",
+        pl.col("received_at").alias("arrived_at"),
+        pl.coalesce("aborted_at", "finished_at").alias("_engine_end"),
     )
+    # what the engines and the access records say of each decided request: joined for the
+    # requests tied by id or lifecycle, brought along by the time matching for the rest
+    tied = tied.join(
+        engine_lines, on=["instance", "engine_key"], how="left", maintain_order="left"
+    ).join(
+        records.select(pl.col("source").alias("server_source"), pl.col("at").alias("_answer")),
+        on="server_source",
+        how="left",
+        maintain_order="left",
+    )
+    by_time = by_time.with_columns(
+        pl.lit(None, dtype=engine_lines.schema[c]).alias(c)
+        for c in ("engine_sources", "arrived_at", "_engine_end")
+    )
+    decided = by_row(pl.concat([tied, by_time.select(tied.columns)]), client.height)
     shift = pl.duration(microseconds=int(round(shift_s * 1e6)))
     # the last moment the servers show the request still being served, on the client's clock
     served_until = pl.max_horizontal("arrived_at", "_engine_end", "_answer") - shift
     # a request the tester sent but did not record, which its engine finished: a success
-    completed = (
-        client.select("_row")
-        .join(unrecorded.select("_row", "completed"), on="_row", how="left", maintain_order="left")[
-            "completed"
-        ]
-        .fill_null(False)
-    )
+    completed = np.zeros(client.height, dtype=bool)
+    completed[unrecorded["_row"].to_numpy()] = unrecorded["completed"].fill_null(False).to_numpy()
+    completed = pl.Series(completed)
     client = client.with_columns(
         pl.when(pl.lit(completed)).then(pl.lit("ok")).otherwise("outcome").alias("outcome"),
         pl.when(pl.lit(completed)).then(True).otherwise("ok").alias("ok"),
@@ -576,12 +576,14 @@ def match_by_time(
     3. "late": a success the server logged after the client had already given up.
     Outcomes must agree in passes 1-2 (a 2xx line belongs to a success).
     A record is marked ambiguous when the next request's end was as close.
-    Returns `_row`, `instance`, `server_source`, `ambiguous`, `late` and
-    `pinned` (the request was tied beforehand) for the requests that got a record.
+    Returns `_row`, `instance`, `server_source`, `answer_at` (the record's stamp),
+    `ambiguous`, `late` and `pinned` (the request was tied beforehand) for the requests
+    that got a record.
     """
     recs = (
         records.select(
             seconds("at").alias("at"),
+            pl.col("at").alias("_stamp"),
             (pl.col("at_precision_s").fill_null(0.0) + MATCH_TOLERANCE_S).alias("tol"),
             pl.col("http_status").is_between(200, 299).fill_null(False).alias("ok"),
             "instance",
@@ -683,6 +685,7 @@ def match_by_time(
             "_row": reqs["_row"].gather(req_pos),
             "instance": recs["instance"].gather(rec_pos),
             "server_source": recs["source"].gather(rec_pos).cast(model.SOURCE),
+            "answer_at": recs["_stamp"].gather(rec_pos),
             "ambiguous": np.concatenate([p[2] for p in picked] + [np.zeros(0, bool)]),
             "late": np.concatenate(
                 [np.full(len(p[0]), p[3]) for p in picked] + [np.zeros(0, bool)]
