@@ -12,8 +12,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
+import numpy as np
 import polars as pl
 
+from logforensics import model
 from logforensics.correlate.balance import balance
 from logforensics.correlate.reach import FAILED_AT, client_outcome, failed_at
 from logforensics.correlate.records import MATCH_TOLERANCE_S
@@ -111,28 +113,104 @@ def _percentile(col: str, q: float) -> pl.Expr:
     return pl.col(col).filter(pl.col("ok")).quantile(q, "linear")
 
 
-def reached(name: str, client: pl.DataFrame) -> pl.Expr:
-    """The request reached instance `name`: it was served there, or it got there on an
-    attempt the proxy then retried elsewhere (`proxy_also_reached`)."""
-    served = pl.col("reached_instance") == name
+def reached_pairs(client: pl.DataFrame) -> pl.DataFrame:
+    """(`run`, `step`, `_row`, `name`) for each instance a request reached: the one that
+    served it, and any an attempt the proxy then retried elsewhere got to
+    (`proxy_also_reached`). `client` carries `_row`."""
+    served = (
+        client.lazy()  # (the filter then copies only the four columns)
+        .select("run", "step", "_row", pl.col("reached_instance").alias("name"))
+        .filter(pl.col("name").is_not_null())
+        .collect()
+    )
     if "proxy_also_reached" not in client.columns:
         return served
-    # the lists naming it, found among the distinct lists (few) rather than row by row
-    lists = client["proxy_also_reached"].drop_nulls().unique().cast(pl.Utf8)
-    naming = lists.filter(lists.str.split(", ").list.contains(name))
-    also = pl.col("proxy_also_reached").is_in(naming.implode())
-    return served | also.fill_null(False)
-
-
-def either_clock(name: str, client: pl.DataFrame) -> pl.Expr:
-    """Left unattributed because an ambiguous clock's two offsets disagree, one of them
-    placing it at instance `name` (and no other witness naming where it went)."""
-    if "clock_disputed" not in client.columns:
-        return pl.lit(False)
-    candidate = (pl.col("instance_at_offset") == name) | (pl.col("instance_at_rival") == name)
-    return (
-        pl.col("clock_disputed") & pl.col("reached_instance").is_null() & candidate.fill_null(False)
+    also = (
+        client.lazy()
+        .filter(pl.col("proxy_also_reached").is_not_null())
+        .select(
+            "run",
+            "step",
+            "_row",
+            pl.col("proxy_also_reached").cast(pl.Utf8).str.split(", ").alias("name"),
+            pl.col("reached_instance").cast(pl.Utf8).alias("_served"),
+        )
+        .explode("name")
+        # (an instance counts once a request: the one that served it is in `served`)
+        .filter(pl.col("_served").is_null() | (pl.col("name") != pl.col("_served")))
+        .unique(["_row", "name"], maintain_order=True)
+        .select("run", "step", "_row", pl.col("name").cast(served.schema["name"]))
+        .collect()
     )
+    return pl.concat([served, also])
+
+
+def either_clock_pairs(client: pl.DataFrame) -> pl.DataFrame:
+    """(`run`, `step`, `_row`, `name`) for a request left unattributed because an ambiguous
+    clock's two offsets disagree, one of them placing it at instance `name` (and no other
+    witness naming where it went)."""
+    if "clock_disputed" not in client.columns:
+        return pl.DataFrame(
+            schema={
+                "run": client.schema["run"],
+                "step": client.schema["step"],
+                "_row": pl.UInt32,
+                "name": pl.Utf8,
+            }
+        )
+    disputed = client.filter(pl.col("clock_disputed") & pl.col("reached_instance").is_null())
+    return pl.concat(
+        disputed.select("run", "step", "_row", pl.col(c).cast(model.LABEL).alias("name"))
+        for c in ("instance_at_offset", "instance_at_rival")
+    ).filter(pl.col("name").is_not_null())
+
+
+class Tally:
+    """Per (run, step), how many requests name each value of a label column: bincounts over
+    integer codes, one pass for all the instances (comparing 6.6M labels with each of eight
+    names took 0.6-1.1 s a count at 20M; a polars grouping on three keys 1.5 s)."""
+
+    def __init__(self, client: pl.DataFrame) -> None:
+        run = client["run"].to_physical().cast(pl.Int64).fill_null(-1).to_numpy()
+        step = client["step"].cast(pl.Int64)
+        self.low = int(step.min() or 0)
+        self.span = int(step.max() or 0) - self.low + 2  # the last slot: no step
+        step = (step - self.low).fill_null(self.span - 1).to_numpy()
+        self.runs = dict(
+            zip(
+                client["run"].unique().to_physical().cast(pl.Int64).fill_null(-1).to_list(),
+                client["run"].unique().to_list(),
+                strict=True,
+            )
+        )
+        self.run_codes = sorted(self.runs)
+        self.group = np.searchsorted(self.run_codes, run) * self.span + step
+        self.groups = len(self.run_codes) * self.span
+
+    def count(
+        self, labels: pl.Series, rows: np.ndarray | None = None
+    ) -> dict[tuple, dict[str, int]]:
+        """`labels`: one per request (nulls not counted), or per entry of `rows` (positions
+        of requests, a request counted once per distinct label)."""
+        labels = labels.cast(pl.Categorical) if labels.dtype == pl.Utf8 else labels
+        codes = labels.to_physical().cast(pl.Int64).fill_null(-1).to_numpy()
+        known = codes >= 0
+        group = self.group if rows is None else self.group[rows]
+        distinct = labels.drop_nulls().unique()
+        code_of = distinct.to_physical().cast(pl.Int64).to_numpy()
+        names = distinct.cast(pl.Utf8).to_list()
+        width = max(len(names), 1)
+        compact = np.zeros(int(code_of.max()) + 1 if len(code_of) else 1, dtype=np.int64)
+        compact[code_of] = np.arange(len(code_of))
+        counts = np.bincount(
+            group[known] * width + compact[codes[known]], minlength=self.groups * width
+        ).reshape(self.groups, width)
+        out: dict[tuple, dict[str, int]] = {}
+        for g, k in zip(*np.nonzero(counts), strict=True):
+            run = self.runs[self.run_codes[g // self.span]]
+            step = None if g % self.span == self.span - 1 else int(g % self.span) + self.low
+            out.setdefault((run, step), {})[names[k]] = int(counts[g, k])
+        return out
 
 
 def retried(client: pl.DataFrame) -> pl.Expr:
@@ -268,7 +346,7 @@ def summarise(
     """
     if client.is_empty():
         return []
-    client = client.with_columns(could_be_another_steps(client, window_s))
+    client = client.with_columns(could_be_another_steps(client, window_s)).with_row_index("_row")
     upstreams = (
         sorted(
             client.select(upstream_name().filter(pl.col("proxy_delivery") == "reached"))
@@ -287,6 +365,34 @@ def summarise(
         failed_at().alias("_failed_at"),
     )
     failed = pl.col("ok") == False  # noqa: E712 (an unknown outcome is no failure)
+    # per instance (and upstream), each count in one pass over the requests it names
+    pairs = reached_pairs(client)
+    uncertain = pl.concat(
+        [
+            pairs.filter(pl.col("_row").is_in(client.filter("uncertain")["_row"].implode())),
+            either_clock_pairs(client),
+        ]
+    ).unique(["_row", "name"])
+    by_step = Tally(client)
+    failed_here = client.select(failed & (pl.col("_failed_at") == "instance")).to_series()
+    ok = client["ok"].fill_null(False)
+    by_name = {
+        "@": by_step.count(pairs["name"], pairs["_row"].to_numpy()),
+        "~": by_step.count(uncertain["name"], uncertain["_row"].to_numpy()),
+        "$": by_step.count(client["reached_instance"].filter(ok), np.flatnonzero(ok.to_numpy())),
+        "&": by_step.count(
+            client.select(pl.coalesce("reached_instance", "proxy_instance")).to_series()
+        ),
+        "^": by_step.count(
+            client.select(
+                pl.when(pl.col("proxy_delivery") == "reached").then(upstream_name())
+            ).to_series()
+        ),
+        "!@": by_step.count(
+            client["reached_instance"].filter(failed_here.fill_null(False)),
+            np.flatnonzero(failed_here.fill_null(False).to_numpy()),
+        ),
+    }
     outcomes: dict[tuple, dict[str, int]] = {}
     for run, step, outcome, n in (
         client.filter(failed)
@@ -331,34 +437,6 @@ def summarise(
             pl.col("rest_before_s").min().alias("rest_before_s"),
             retried(client).sum().alias("retried"),
             *[(failed & (pl.col("_failed_at") == w)).sum().alias(f"!{w}") for w in FAILED_AT],
-            *[
-                (failed & (pl.col("_failed_at") == "instance") & (pl.col("reached_instance") == n))
-                .sum()
-                .alias(f"!@{n}")
-                for n in instances
-            ],
-            *[reached(name, client).sum().alias(f"@{name}") for name in instances],
-            *[
-                ((reached(name, client) & pl.col("uncertain")) | either_clock(name, client))
-                .sum()
-                .alias(f"~{name}")
-                for name in instances
-            ],
-            *[
-                ((pl.col("reached_instance") == name) & pl.col("ok")).sum().alias(f"${name}")
-                for name in instances
-            ],
-            # the balancer's choice: where it reached, else where the proxy sent it
-            *[
-                (pl.coalesce("reached_instance", "proxy_instance") == name).sum().alias(f"&{name}")
-                for name in instances
-            ],
-            *[
-                ((upstream_name() == name) & (pl.col("proxy_delivery") == "reached"))
-                .sum()
-                .alias(f"^{name}")
-                for name in upstreams
-            ],
         )
         .sort("started_at", "step", nulls_last=True)
     )
@@ -366,14 +444,21 @@ def summarise(
     runs = []
     pending_until: dict = {}  # per tester's run: when its last request so far ended
     for row in stats.iter_rows(named=True):
-        per_instance = {name: row.pop(f"@{name}") for name in instances}
-        uncertain = {name: row.pop(f"~{name}") for name in instances}
-        served_by = {name: row.pop(f"${name}") for name in instances}
-        routed = {name: row.pop(f"&{name}") for name in instances}
-        per_upstream = {name: row.pop(f"^{name}") for name in upstreams}
+        key = (row["run"], row["step"])
+
+        def named(kind: str, names: list[str]) -> dict[str, int]:
+            counts = by_name[kind].get(key, {})  # noqa: B023 (used at once, in this pass)
+            return {name: counts.get(name, 0) for name in names}
+
+        per_instance = named("@", instances)
+        uncertain = named("~", instances)
+        served_by = named("$", instances)
+        # the balancer's choice: where it reached, else where the proxy sent it
+        routed = named("&", instances)
+        per_upstream = named("^", upstreams)
         failures = Failures(
             **{w: row.pop(f"!{w}") for w in FAILED_AT},
-            at_instance={n: row.pop(f"!@{n}") for n in instances},
+            at_instance=named("!@", instances),
             outcomes=outcomes.get((row["run"], row["step"]), {}),
         )
         started, ended = row["started_at"], row.pop("busy_until")
