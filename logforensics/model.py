@@ -58,6 +58,8 @@ CLIENT_REQUESTS = {
     "warmup": pl.Boolean,
     "timeout_s": pl.Float64,  # the client's timeout, where it recorded one
     "rest_before_s": pl.Float64,  # rest the client took before this request's step
+    # the host:port the client's own trace says it connected to (AIPerf's trace_data)
+    "server_address": LABEL,
     "source": SOURCE,
 }
 
