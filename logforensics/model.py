@@ -174,6 +174,9 @@ REQUESTS = {
     "reach": LABEL,  # reached | unreached | unknown
     "reach_witness": LABEL,
     "reached_instance": LABEL,
+    # a request that never connected: the instance whose announced address it was refused
+    # at (records.connect_target; it stays unreached)
+    "connect_target": LABEL,
 }
 
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
