@@ -18,7 +18,7 @@ import polars as pl
 from logforensics import findings, model
 from logforensics import tables as datasets
 from logforensics.correlate import attribute, balance, clock, proxy, reach, steps
-from logforensics.correlate.records import MATCH_TOLERANCE_S, inference_records
+from logforensics.correlate.records import MATCH_TOLERANCE_S, connect_target, inference_records
 from logforensics.diagnose import Finding, Thresholds, Verdict, diagnose
 from logforensics.ingest import InputError, ParseContext, SourceFile, prometheus_api
 from logforensics.ingest.inputs import InputFile, Inputs, combine, expand, load
@@ -302,6 +302,7 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     record_count = records.height
     del records  # a row for every inference access line: not needed past here
     requests = proxy.attribute(requests, tables["proxy_requests"], upstreams, proxy_clock)
+    requests = connect_target(requests, inputs.addresses)
     requests = reach.decide_reach(
         requests, coverage, offset.offset_s, tables["server_requests"], tables["engine_stats"]
     )

@@ -58,6 +58,8 @@ CLIENT_REQUESTS = {
     "warmup": pl.Boolean,
     "timeout_s": pl.Float64,  # the client's timeout, where it recorded one
     "rest_before_s": pl.Float64,  # rest the client took before this request's step
+    # the host:port the client's own trace says it connected to (AIPerf's trace_data)
+    "server_address": LABEL,
     "source": SOURCE,
 }
 
@@ -172,6 +174,9 @@ REQUESTS = {
     "reach": LABEL,  # reached | unreached | unknown
     "reach_witness": LABEL,
     "reached_instance": LABEL,
+    # a request that never connected: the instance whose announced address it was refused
+    # at (records.connect_target; it stays unreached)
+    "connect_target": LABEL,
 }
 
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {

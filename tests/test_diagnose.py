@@ -481,3 +481,41 @@ def test_failures_a_queueing_proxy_delivered_late_are_the_front_proxy_not_comput
         if row["ok"] is False:
             row["arrived_at"] = row["started_at"] + dt.timedelta(seconds=0.2)
     assert case.verdict().bottleneck == Bottleneck.GPU
+
+
+def test_an_instance_restarted_on_its_port_is_the_instance_failure(tmp_path):
+    """recordings/aiperf-restart: SIGTERM to the one instance 20 s into an AIPerf rate run,
+    started again on its port into a new log. The verdict names it with the restart between
+    its two logs, the connects refused while nothing listened, and the streams its engine
+    aborted; one step at the rate (not bursts, so no skew and no contamination); no balancer
+    stood in between, so none "kept it in the pool"."""
+    from logforensics.analysis import analyze
+    from tests.conftest import report_json
+    from tests.corpus import variant
+
+    got = report_json(analyze([variant("aiperf-restart", tmp_path)]))
+    verdict = got["verdict"]
+    assert verdict["bottleneck"] == "instance_failure"
+    fired = {e["signal"]: e for e in verdict["evidence"]}
+    assert "instance-1-restarted.log starts instance-1 again on 127.0.0.1:8011" in str(
+        fired["engine_died"]["value"]
+    )
+    assert (
+        "63 request(s) refused at connect by instance-1's address"
+        in fired["refused_while_down"]["value"]
+    )
+    aborted = fired["in_flight_aborted"]
+    assert "aborted 3 request(s) in flight" in aborted["value"]
+    assert aborted["sources"][0].endswith("instance-1.log:229")
+    assert (
+        "66 of 66 failed requests went to instance-1"
+        in fired["failures_on_it_after_it_failed"]["value"]
+    )
+    assert (
+        "3 in flight then, 63 sent afterwards" in fired["failures_on_it_after_it_failed"]["value"]
+    )
+    (step,) = [r for r in got["runs"] if not r["warmup"]]
+    assert (step["rate"], step["concurrency"], step["sent"], step["failed"]) == (1.0, 4, 106, 66)
+    kinds = {f["kind"] for f in got["findings"]}
+    assert not kinds & {"lb_skew", "contaminated_step", "failed_instance_kept_in_pool"}
+    assert [i["name"] for i in got["instances"]] == ["instance-1"]

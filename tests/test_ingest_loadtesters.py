@@ -75,7 +75,7 @@ import pytest
 
 from logforensics.ingest import FILE_FORMATS, ParseContext, SourceFile, detect
 from logforensics.model import source_labels as labels
-from tests.conftest import report_json
+from tests.conftest import RECORDINGS, outcomes, read_client_file, report_json
 
 DATA = Path(__file__).parent / "data" / "loadtesters"
 UTC = dt.timezone.utc
@@ -582,3 +582,40 @@ def test_loadtests_console_with_its_configuration_and_warning_lines_is_all_under
         (2, 2, 2),
         (4, 4, 4),
     ]
+
+
+def test_aiperf_rate_run_cut_streams_and_the_peer_it_talked_to():
+    """recordings/aiperf-restart (AIPerf 0.13.0, `--request-rate 1 --concurrency 4`, no
+    run_config.json): the phase's rate and cap from the summary's input_config; the 3 streams
+    vLLM aborted at its SIGTERM, recorded by AIPerf as 200s with 36, 23, 6 of the 64 tokens
+    asked with ignore_eos (inputs.json), are failures; the HTTP trace's peer is kept."""
+    from logforensics.ingest.inputs import load
+
+    inputs = load([RECORDINGS / "aiperf-restart" / "aiperf"], CTX)
+    rows = inputs.tables["client_requests"]
+    assert rows.height == 106
+    assert set(rows["rate"]) == {1.0} and set(rows["concurrency"]) == {4}
+    cut = rows.filter(pl.col("error").str.starts_with("cut short"))
+    assert cut["error"].to_list() == [
+        f"cut short: the server counted {n} of the 64 tokens asked with ignore_eos"
+        for n in (36, 23, 6)
+    ]
+    assert cut["ok"].to_list() == [False] * 3
+    assert outcomes(rows) == {"ok": 40, "error": 3, "refused": 63}
+    connected = rows.filter(pl.col("outcome") != "refused")
+    assert set(connected["server_address"]) == {"127.0.0.1:8011"}
+    assert rows.filter(pl.col("outcome") == "refused")["server_address"].null_count() == 63
+    (profile,) = [f for f in inputs.files if f.path.endswith("profile_export.jsonl")]
+    assert any("rate 1/s (at most 4 in flight)" in n for n in profile.notes)
+    assert any("3 answer(s) AIPerf recorded as successes" in n for n in profile.notes)
+
+
+def test_aiperf_without_its_inputs_claims_no_stream_cut(tmp_path):
+    """Without inputs.json nothing says what each request asked: AIPerf's word stands."""
+    shutil.copy(
+        RECORDINGS / "aiperf-restart" / "aiperf" / "profile_export.jsonl",
+        tmp_path / "profile_export.jsonl",
+    )
+    _, _, rows = read_client_file(tmp_path / "profile_export.jsonl")
+    assert outcomes(rows) == {"ok": 43, "refused": 63}
+    assert rows["rate"].null_count() == rows.height  # nor which load it ran

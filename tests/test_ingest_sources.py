@@ -4,10 +4,13 @@ its evidence names — on the corpus's real vLLM 0.32 logs and scrapes."""
 import gzip
 import shutil
 
+import polars as pl
+
+from logforensics import model
 from logforensics.ingest import ParseContext
 from logforensics.ingest.inputs import load
 from logforensics.ingest.sources import instance_name, rotation_order, scrape_instance
-from tests.conftest import RECORDINGS, corpus
+from tests.conftest import RECORDINGS, corpus, write
 
 CTX = ParseContext(year=2026)
 
@@ -129,3 +132,73 @@ def test_a_prompts_file_is_prose_not_a_log():
     assert not_a_log(prompts) == "prose (no timestamps, no fields)"
     vllm = (corpus("kv-tiny") / "instance-1.log").read_text().splitlines()[:40]
     assert not_a_log(vllm) is None
+
+
+RESTART = RECORDINGS / "aiperf-restart"
+
+
+def test_a_log_restarted_into_a_new_file_is_the_same_instance_with_a_restart():
+    """recordings/aiperf-restart: vLLM got SIGTERM mid-run and was started again on its port
+    with its output in instance-1-restarted.log; both announce 127.0.0.1:8011, the second
+    begins after the first ends: one instance, a restart where the first life shut down."""
+    inputs = load([RESTART / "instance-1.log", RESTART / "instance-1-restarted.log"], CTX)
+    files = accounts(inputs)
+    assert files["instance-1-restarted.log"].instance == "instance-1"
+    assert any("a later life of instance-1" in n for n in files["instance-1-restarted.log"].notes)
+    assert inputs.addresses == {"instance-1": ["127.0.0.1:8011"]}
+    for table in ("server_requests", "engine_stats", "engine_events"):
+        assert inputs.tables[table]["instance"].unique().to_list() == ["instance-1"]
+    assert list(inputs.coverage) == ["instance-1"]
+    events = inputs.tables["engine_events"].sort("at")
+    restart = events.filter(pl.col("kind") == "restart")
+    assert restart.height == 1
+    # at the first life's shutdown line, naming where it came back
+    assert model.source_labels(restart["source"]) == [f"{RESTART / 'instance-1.log'}:224"]
+    assert (
+        "instance-1-restarted.log starts instance-1 again on 127.0.0.1:8011"
+        in (restart["detail"][0])
+    )
+    aborted = events.filter(pl.col("kind") == "aborted")
+    assert aborted["detail"].to_list() == ["the engine aborted 3 request(s) in flight at shutdown"]
+
+
+def _life(tmp_path, name, port, stamp, until=None):
+    """A vLLM 0.32 log of one life: the recording's start-up and stats lines, its port and
+    times changed."""
+    lines = [
+        "(APIServer pid=17075) INFO 12-05 {t} [api_utils.py:286] non-default args: "
+        "{{'model_tag': '/srv/llm/tiny-llama', 'host': '127.0.0.1', 'port': {p}}}",
+        "(APIServer pid=17075) INFO 12-05 {t} [entry.py:140] Starting vLLM server on "
+        "http://127.0.0.1:{p}",
+        "(APIServer pid=17075) INFO 12-05 {t} [loggers.py:335] Engine 000: Avg prompt throughput: "
+        "0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 0 reqs, Waiting: 0 "
+        "reqs, CPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%",
+    ]
+    lines = [x.format(t=stamp, p=port) for x in lines]
+    lines += [lines[-1].replace(stamp, until)] if until else []
+    return write(tmp_path / name, "\n".join(lines) + "\n")
+
+
+def test_lives_of_one_instance_need_one_address_and_no_overlap(tmp_path):
+    """Only positive evidence joins two logs: another port, overlapping spans or an unrelated
+    name leave them two instances; a killed first life (no shutdown line) gives its restart
+    at its last line."""
+    joined = tmp_path / "joined"
+    _life(joined, "gpu-0.log", 8011, "23:40:00")
+    _life(joined, "gpu-0-restarted.log", 8011, "23:45:00")
+    inputs = load([joined], CTX)
+    assert list(inputs.coverage) == ["gpu-0"]
+    restart = inputs.tables["engine_events"].filter(pl.col("kind") == "restart")
+    assert model.source_labels(restart["source"]) == [f"{joined / 'gpu-0.log'}:3"]
+    assert "killed or crashed" in restart["detail"][0]
+    for case, second in (
+        ("port", ("gpu-0-restarted.log", 8012, "23:45:00")),
+        ("overlap", ("gpu-0-restarted.log", 8011, "23:39:00", "23:41:00")),
+        ("name", ("gpu-1.log", 8011, "23:45:00")),
+    ):
+        folder = tmp_path / case
+        _life(folder, "gpu-0.log", 8011, "23:40:00")
+        _life(folder, *second)
+        inputs = load([folder], CTX)
+        assert len(inputs.coverage) == 2, case
+        assert inputs.tables["engine_events"].filter(pl.col("kind") == "restart").is_empty()

@@ -399,3 +399,27 @@ def test_a_fronts_own_rejection_in_the_answer_proves_never_reached():
         None,
     ]
     assert got["failed_at"].to_list() == ["proxy", "proxy", "unknown", "unknown"]
+
+
+def test_a_refused_connect_never_reached_and_takes_no_record(tmp_path):
+    """recordings/aiperf-restart: while the instance was down AIPerf's 63 connects were
+    refused in < 6 ms (aiohttp `ConnectionRefusedError(111, "Connect call failed
+    ('127.0.0.1', 8011)")`): never reached, by the client's own word, and no access line at
+    their time is theirs (before, two were matched "late" and claimed as client timeouts);
+    the successes whose record the time matching missed are placed by the client's trace
+    (its peer 127.0.0.1:8011, the address instance-1 announced)."""
+    a = analyze([variant("aiperf-restart", tmp_path)])
+    r = a.requests
+    refused = r.filter(pl.col("outcome") == "refused")
+    assert refused.height == 63
+    assert set(refused["reach"]) == {"unreached"}
+    assert set(refused["reach_witness"]) == {"refused_connect"}
+    assert refused["instance"].null_count() == 63 and not refused["late"].any()
+    assert set(refused["connect_target"]) == {"instance-1"}  # named in the error text
+    ok = r.filter(pl.col("ok"))
+    assert set(ok["reached_instance"]) == {"instance-1"} and ok.height == 40
+    assert set(ok["reach_witness"]) <= {"access_line", "client_peer"}
+    got = report_json(a)
+    assert [f["kind"] for f in got["findings"]].count("missing_instance_log") == 0
+    assert "client_timeout_shorter_than_server_latency" not in [f["kind"] for f in got["findings"]]
+    assert [s["per_instance"] for s in steps(got)] == [{"instance-1": 43}]

@@ -163,3 +163,25 @@ def test_a_step_label_run_twice_is_two_steps(tmp_path):
         }
     )
     assert assign_steps(slow_rate)["step"].to_list() == [1] * 6
+
+
+def test_a_step_the_tester_ran_at_a_rate_is_never_split():
+    """recordings/aiperf-restart: AIPerf's Poisson arrivals at 1/s left a 6 s gap
+    (23:44:06-23:44:12) and then two starts 1.2 s apart — a rest and a burst by the shape
+    alone; a step with the rate its tester set (`rate`) stays one step."""
+    starts = [
+        dt.datetime(2026, 12, 5, 23, 44, s, us, tzinfo=dt.timezone.utc)
+        for s, us in ((5, 103792), (5, 519932), (6, 32385), (6, 78361), (12, 59630), (13, 226501))
+    ]
+    frame = pl.DataFrame(
+        {
+            "run": ["r"] * 6,
+            "step": [4] * 6,
+            "warmup": [False] * 6,
+            "started_at": starts,
+            "ended_at": [a + dt.timedelta(milliseconds=1) for a in starts],
+        }
+    )
+    assert assign_steps(frame)["step"].n_unique() == 2  # read as a label run twice
+    at_rate = frame.with_columns(pl.lit(1.0).alias("rate"))
+    assert assign_steps(at_rate)["step"].to_list() == [4] * 6

@@ -7,7 +7,7 @@ import polars as pl
 
 from logforensics import model
 from logforensics.correlate.attribute import clock_disputed
-from logforensics.correlate.records import MATCH_TOLERANCE_S
+from logforensics.correlate.records import MATCH_TOLERANCE_S, never_connected
 
 WITNESS_OF_MATCH = {
     "request_id": "request_id",  # the same id on both sides
@@ -47,7 +47,9 @@ def decide_reach(
                 that instance's log is silent);
     unreached — the proxy says it never got to any upstream (witness "proxy",
                 the strongest proof), or the front's answer says it never
-                dispatched it (witness "front_answer", `front_rejected`); or it failed inside the span every
+                dispatched it (witness "front_answer", `front_rejected`), or the
+                client's own connect was refused (witness "refused_connect",
+                `never_connected`); or it failed inside the span every
                 instance's log covers, no instance logged it, every success is
                 accounted for, and the instances would have logged it: they log
                 each request's arrival (witness "coverage"), or their stats
@@ -59,7 +61,9 @@ def decide_reach(
                 offset and at another under its rival's, when the clock is
                 ambiguous (witness "either_clock"; no instance named);
     reached   — also a success no log names: an answer came from an instance
-                (witness "success"), one whose log is missing or silent;
+                (witness "success"), one whose log is missing or silent; where the
+                client's own trace names the instance's address it connected to
+                (`connect_target`), that instance (witness "client_peer");
     reached   — also a failure the proxy sent to an instance without saying
                 whether it got there, when that instance's engine counted, at
                 some moment inside the request's time, at least as many requests
@@ -103,6 +107,8 @@ def decide_reach(
         & ~unclaimed
         & (by_proxy.is_null() | (by_proxy == "unknown"))
     )
+    refused = never_connected(requests.columns)
+    peer = client_peer(requests.columns)
     reach = (
         pl.when(
             pl.col("instance").is_not_null()
@@ -110,7 +116,7 @@ def decide_reach(
             | pl.col("ok").fill_null(False)
         )
         .then(pl.lit("reached"))
-        .when((by_proxy == "refused") | front_rejected())
+        .when((by_proxy == "refused") | front_rejected() | refused)
         .then(pl.lit("unreached"))
         .when(at_either)
         .then(pl.lit("reached"))
@@ -127,8 +133,12 @@ def decide_reach(
         .then(pl.lit("proxy"))
         .when(front_rejected())
         .then(pl.lit("front_answer"))
+        .when(refused)
+        .then(pl.lit("refused_connect"))
         .when(at_either)
         .then(pl.lit("either_clock"))
+        .when(pl.col("ok").fill_null(False) & peer.is_not_null())
+        .then(pl.lit("client_peer"))
         .when(pl.col("ok").fill_null(False))
         .then(pl.lit("success"))
         .when(pl.col("_held"))
@@ -143,6 +153,7 @@ def decide_reach(
     reached_instance = pl.coalesce(
         pl.col("instance"),
         pl.when((by_proxy == "reached") | pl.col("_held")).then(pl.col("proxy_instance")),
+        pl.when(pl.col("ok").fill_null(False)).then(peer),
     )
     return out.with_columns(  # (labels: 4 bytes a request, not a string's 16)
         reach.cast(model.LABEL).alias("reach"),
@@ -250,6 +261,14 @@ def held_by_engine(requests: pl.DataFrame, offset_s: float, stats: pl.DataFrame 
     return pl.lit(pl.Series(held))
 
 
+def client_peer(columns: list[str]) -> pl.Expr:
+    """The instance the client's own trace says it connected to (`connect_target` of a
+    request that connected), else null."""
+    if "connect_target" not in columns:
+        return pl.lit(None, dtype=model.LABEL)
+    return pl.when(~never_connected(columns)).then(pl.col("connect_target"))
+
+
 MISSING_LOG_SHARE = 0.02  # successes no instance log saw, beyond which a log is missing
 
 
@@ -263,6 +282,7 @@ def unaccounted_successes(requests: pl.DataFrame) -> int:
             & pl.col("instance").is_null()
             & ~clock_disputed(requests)
             & (pl.col("proxy_delivery").fill_null("") != "reached")
+            & client_peer(requests.columns).is_null()  # (its instance known, its log present)
             & pl.col("_covered")
         )
         .sum()

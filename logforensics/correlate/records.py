@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from logforensics import model
+from logforensics.ingest.sources import address_instance
 
 INFERENCE_PATH_RE = r"^/(?:v1/)?(?:chat/completions|completions|generate|responses)\b"
 MATCH_TOLERANCE_S = 1.0  # client/server stamps of the same moment, after the offset
@@ -14,12 +15,66 @@ def seconds(col: str) -> pl.Expr:
     return pl.col(col).dt.epoch("us") / 1e6
 
 
+def never_connected(columns: list[str]) -> pl.Expr:
+    """The client's own connect was refused (outcome ``refused``, no HTTP answer at all:
+    aiohttp's ``ConnectionRefusedError(111, …)``): nothing listened, so no proxy or
+    instance holds a record of it, and it reached none."""
+    if "outcome" not in columns:
+        return pl.lit(False)
+    answered = pl.col("http_status").is_not_null() if "http_status" in columns else pl.lit(False)
+    return ((pl.col("outcome") == "refused") & ~answered).fill_null(False)
+
+
+# the address a refused connect names: aiohttp's "Connect call failed ('127.0.0.1', 8011)"
+# and "Cannot connect to host 127.0.0.1:8011", urllib3's "HTTPConnectionPool(host='…',
+# port=8011)", aiohttp's ConnectionKey(host='…', port=8011, …)
+REFUSED_ADDRESS_RE = (
+    r"Connect call failed \('([^']+)', (\d+)\)|Cannot connect to host \[?([^\s\]]+?)\]?:(\d+)\b"
+    r"|host='([^']+)', port=(\d+)"
+)
+
+
+def refused_address() -> pl.Expr:
+    """`host:port` a never-connected request's error names (the address nothing listened
+    on), else null."""
+    found = [pl.col("error").str.extract(REFUSED_ADDRESS_RE, i) for i in range(1, 7)]
+    host = pl.coalesce(found[0], found[2], found[4])
+    port = pl.coalesce(found[1], found[3], found[5])
+    return pl.concat_str([host, pl.lit(":"), port]).alias("refused_address")
+
+
+def connect_target(requests: pl.DataFrame, addresses: dict[str, list[str]]) -> pl.DataFrame:
+    """`requests` with `connect_target`: the instance whose start-up lines announce the
+    address the client itself says it connected to (its trace's peer), or, for a request
+    that never connected, the address its error names (sent straight to the instance,
+    which was not listening: it stays unreached); else null. A proxy's address is no
+    instance's: through a proxy it stays null."""
+    if requests.is_empty():
+        return requests.with_columns(pl.lit(None, dtype=model.LABEL).alias("connect_target"))
+    columns = requests.columns
+    peer = pl.col("server_address") if "server_address" in columns else pl.lit(None)
+    refused = refused_address() if "error" in columns else pl.lit(None)
+    named = requests.select(
+        pl.when(never_connected(columns))
+        .then(refused)
+        .otherwise(peer.cast(pl.Utf8))
+        .alias("_address")
+    )["_address"]
+    pairs = {}
+    for address in named.drop_nulls().unique().to_list():
+        host, _, port = address.rpartition(":")
+        pairs[address] = address_instance(host, port, addresses)
+    target = named.replace_strict(pairs, default=None, return_dtype=pl.Utf8)
+    return requests.with_columns(target.cast(model.LABEL).alias("connect_target"))
+
+
 def timed_requests(requests: pl.DataFrame, *extra: pl.Expr | str) -> pl.DataFrame:
     """The requests with a start, as the matchers read them: `_row`, `ok`, `s` and `e`
-    (start and end, epoch seconds) and `extra`; only those columns are copied."""
+    (start and end, epoch seconds) and `extra`; only those columns are copied. A request
+    that never connected is none of them: a record at its time is another's."""
     return (
         requests.lazy()
-        .filter(pl.col("started_at").is_not_null())
+        .filter(pl.col("started_at").is_not_null() & ~never_connected(requests.columns))
         .select(
             "_row", "ok", seconds("started_at").alias("s"), seconds("ended_at").alias("e"), *extra
         )

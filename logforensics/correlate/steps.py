@@ -68,13 +68,21 @@ def _split_repeats(client: pl.DataFrame) -> pl.DataFrame:
     The lab's client labels a step by its concurrency, so two steps of 8 share a
     label; a rest with nothing of the label in flight, then a burst of starts,
     is the label running again. A constant-rate step at a low rate has idle gaps
-    but no burst after them, and keeps its label.
+    but no burst after them, and keeps its label; a step the tester ran at a rate
+    it names (`rate`: Poisson arrivals bunch by chance) is never split.
     """
     starts, ends = pl.col("started_at"), pl.col("ended_at").fill_null(pl.col("started_at"))
     label = ["run", "step"]
     # the columns it reads, sorted (not the whole table: 2 GB less at 20M lines)
     ordered = (
-        client.select("run", "step", "started_at", "ended_at", "warmup")
+        client.select(
+            "run",
+            "step",
+            "started_at",
+            "ended_at",
+            "warmup",
+            pl.col("rate") if "rate" in client.columns else pl.lit(None, pl.Float64).alias("rate"),
+        )
         .with_row_index("_i")
         .sort("run", "step", "started_at", nulls_last=True)
     )
@@ -83,7 +91,7 @@ def _split_repeats(client: pl.DataFrame) -> pl.DataFrame:
     burst = (
         (starts.shift(-1).over(label) - starts).dt.total_microseconds() <= BURST_GAP_S * 1e6
     ).fill_null(False)
-    again = idle & burst & ~pl.col("warmup")
+    again = idle & burst & ~pl.col("warmup") & pl.col("rate").is_null()
     ordered = ordered.with_columns(again.cast(pl.Int32).cum_sum().over(label).alias("_again"))
     if not (ordered["_again"] > 0).any():
         return client

@@ -39,6 +39,7 @@ REQUEST_COLUMNS = {
     "error": pl.Utf8,
     "http_status": model.STATUS,
     "arrived_at": pl.Datetime("us", "UTC"),  # when its engine logged its arrival
+    "connect_target": model.LABEL,  # refused at connect: the instance it was sent to
 }
 GAVE_UP_STATUSES = [499, 504]  # a proxy's "client left" / "upstream timed out": a slow answer
 TIMEOUT_TEXT = r"(?i)timed? ?out|timeout|deadline exceeded"
@@ -186,7 +187,10 @@ def build(
         .with_columns(
             (pl.col("started_at") + shift).alias("w_start"),
             (ended + shift).alias("w_end"),
-            pl.coalesce(pl.col("instance"), pl.col("proxy_instance")).alias("target"),
+            # (a refused connect: the instance it was sent straight to, not listening)
+            pl.coalesce(
+                pl.col("instance"), pl.col("proxy_instance"), pl.col("connect_target")
+            ).alias("target"),
         )
         .with_columns(failure_class().alias("failure_class"))
         .with_columns(slow_failure().alias("slow"), client_error().alias("client_error"))

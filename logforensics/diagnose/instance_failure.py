@@ -75,6 +75,20 @@ RETRIED_AWAY = Signal(
     0.3,
     "> 0",
 )
+REFUSED = Signal(
+    "refused_while_down",
+    "Requests sent straight to the instance's address were refused at connect after it "
+    "failed: nothing listened there",
+    0.5,
+    "> 0",
+)
+ABORTED = Signal(
+    "in_flight_aborted",
+    "The engine aborted the requests in flight as it stopped, and failed requests were cut "
+    "short then",
+    0.3,
+    "> 0 within {proxy_window_s:g} s",
+)
 AFTER = Signal(
     "failures_on_it_after_it_failed",
     "Failed requests sent to the instance at or after it failed, until it served again",
@@ -348,6 +362,10 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
         )
     if errors.height:
         evidence.append(UNREACHABLE.fired(_errors_text(facts, errors), t, labels(errors)))
+    refused = mine.filter(pl.col("connect_target").is_not_null() & (pl.col("reach") == "unreached"))
+    if refused.height:
+        evidence.append(REFUSED.fired(_refused_text(refused), t, labels(refused)))
+    evidence += _aborted(facts, mine, t)
     evidence.append(AFTER.fired(_after_text(facts, mine, moments), t, labels(mine)))
     missing = [
         f"which instance {address} is (--upstream {address}=NAME), to name the instance that failed"
@@ -363,6 +381,49 @@ def evaluate(facts: Facts, t: Thresholds) -> RuleResult:
         missing=missing,
         findings=findings,
     )
+
+
+def _refused_text(refused: pl.DataFrame) -> str:
+    who = ", ".join(refused["connect_target"].drop_nulls().unique().sort().to_list())
+    fast = refused["latency_s"].drop_nulls()
+    took = f", each within {fast.max() * 1000:.0f} ms" if fast.len() else ""
+    return (
+        f"{refused.height} request(s) refused at connect by {who}'s address from "
+        f"{at_text(refused['w_start'].min())} to {at_text(refused['w_start'].max())}{took} "
+        "(the client's own error: connection refused, no HTTP answer)"
+    )
+
+
+def _aborted(facts: Facts, mine: pl.DataFrame, t: Thresholds) -> list:
+    """The engine's own count of the requests it aborted as it stopped, beside the failed
+    requests that reached it and ended within `proxy_window_s` of that line."""
+    pad = dt.timedelta(seconds=t.proxy_window_s)
+    aborts = facts.events.filter(
+        (pl.col("kind") == "aborted") & pl.col("instance").is_in(mine["who"].drop_nulls().implode())
+    )
+    out = []
+    for row in aborts.sort("at").iter_rows(named=True):
+        cut = mine.filter(
+            (pl.col("reach") == "reached")
+            & (pl.col("who") == row["instance"])
+            & pl.col("w_end").is_between(row["at"] - pad, row["at"] + STAMP_SLACK + pad)
+        )
+        if cut.is_empty():
+            continue
+        out.append(
+            ABORTED.fired(
+                f"{row['instance']} at {at_text(row['at'])}: {row['detail']}; {cut.height} failed "
+                f"request(s) that reached it ended then ({_outcomes(cut)})",
+                t,
+                [*labels(pl.DataFrame([row])), *labels(cut)],
+            )
+        )
+    return out
+
+
+def _outcomes(frame: pl.DataFrame) -> str:
+    texts = frame["error"].drop_nulls().str.slice(0, 90).unique(maintain_order=True).to_list()
+    return "; ".join(texts[:3]) + (f"; +{len(texts) - 3} more" if len(texts) > 3 else "")
 
 
 def _stopped_text(facts: Facts, row: dict) -> str:
@@ -394,7 +455,9 @@ def _after_text(facts: Facts, mine: pl.DataFrame, moments: pl.DataFrame) -> str:
     text = f"{mine.height} of {facts.failed} failed requests went to {where}"
     if first is None:
         return text + " while the proxy could not reach it"
-    in_flight = mine.filter(pl.col("w_start") <= first).height
+    # a whole-second stamp may stand for any moment of its second
+    slack = STAMP_SLACK if first.microsecond == 0 else dt.timedelta(0)
+    in_flight = mine.filter(pl.col("w_start") <= first + slack).height
     return (
         text + f" at or after {at_text(first)}: {in_flight} in flight then, "
         f"{mine.height - in_flight} sent afterwards"
@@ -405,7 +468,7 @@ RULE = Rule(
     bottleneck=Bottleneck.INSTANCE_FAILURE,
     headline="An instance failed",
     summary="{subject} failed during the test, and {claimed} of {failed} failed requests went to it at or after that moment",
-    signals=(STOPPED, DIED, UNREACHABLE, AFTER, LOST, RETRIED_AWAY),
+    signals=(STOPPED, DIED, UNREACHABLE, REFUSED, ABORTED, AFTER, LOST, RETRIED_AWAY),
     recommendations=(
         "Find why the instance died: the host's kernel log (dmesg: the OOM killer), the "
         "container's exit code and restart count, and the instance's own log before its last line.",

@@ -36,7 +36,9 @@ def findings(
         since = own.min() if own.len() else named.min()
         if since is None:
             continue
-        later = failed.filter((pl.col("who") == who) & (pl.col("w_start") > since + pad))
+        # routed by a balancer (its log names where it sent them); sent straight, no pool
+        routed = pl.col("proxy_upstream").is_not_null() | pl.col("proxy_instance").is_not_null()
+        later = failed.filter((pl.col("who") == who) & (pl.col("w_start") > since + pad) & routed)
         if later.is_empty():
             continue
         out.append(

@@ -27,6 +27,9 @@ KINDS = {
 }
 
 
+GAVE_UP = ["timeout", "cancelled"]  # outcomes of a client that stopped waiting
+
+
 def find(facts: FindingFacts) -> list[Finding]:
     return [*_unseen_successes(facts), *_unverified(facts), *_rest(facts)]
 
@@ -101,8 +104,10 @@ def _unverified(facts: FindingFacts) -> list[Finding]:
 def _rest(facts: FindingFacts) -> list[Finding]:
     requests = facts.requests
     out = []
+    # the client gave up (its own timeout or cancel): a refusal or an error is no wait
+    gave_up = pl.col("late") & pl.col("outcome").cast(pl.Utf8).is_in(GAVE_UP)
     late, unknown = requests.select(
-        pl.col("late").sum(), (~pl.col("warmup") & (pl.col("reach") == "unknown")).sum()
+        gave_up.sum(), (~pl.col("warmup") & (pl.col("reach") == "unknown")).sum()
     ).row(0)
     if late:
         out.append(

@@ -16,8 +16,10 @@ from logforensics.ingest import FILE_FORMATS, InputError, ParseContext, SourceFi
 from logforensics.ingest.base import Parsed
 from logforensics.ingest.sources import (
     Duplicate,
+    Life,
     distinct_files,
     instance_name,
+    later_lives,
     not_a_log,
     rotation_order,
     scrape_instance,
@@ -210,6 +212,7 @@ def combine(read: Read, instance_labels: dict[str, str] | None = None) -> Inputs
     collected: dict[str, list[pl.DataFrame]] = {name: [] for name in model.SCHEMAS}
     accounts: list[InputFile] = []
     instance_spans: list[tuple[str, tuple]] = []
+    _join_lives(files, parsed, read.given)
     _attribute_scrapes(files, parsed, read.given)
     logs = log_addresses(parsed)
     for _, fmt, result, _ in parsed:
@@ -300,6 +303,83 @@ def combine(read: Read, instance_labels: dict[str, str] | None = None) -> Inputs
         addresses=addresses,
         same_run=copies + repeats,
         tester_summaries=summaries,
+    )
+
+
+def _join_lives(files, parsed, given: set[Path]) -> None:
+    """A server log holding a later life of another log's instance (`later_lives`) is
+    read as that instance, and the end of the life before is its `restart`: the earlier
+    log's last shutdown line, else (killed: no line) its last row. A log named by the user
+    (--instance) keeps that name."""
+    logs, results = [], {}
+    for (path, _), (source, fmt, result, _) in zip(files, parsed, strict=True):
+        if fmt is None or fmt.role != "server" or fmt.metrics_source or fmt.labelled_rows:
+            continue
+        names = set(result.instance_spans) or {source.instance}
+        name = source.instance if len(names) == 1 else None
+        span = result.instance_spans.get(name) or result.span
+        if name is None or span is None or path in given or not result.addresses.get(name):
+            continue
+        logs.append(Life(path, name, tuple(result.addresses[name]), *span))
+        results[path] = (source, result)
+    for path, (name, before) in later_lives(logs).items():
+        source, result = results[path]
+        old = source.instance
+        source.instance = name
+        result.tables = {
+            table: frame.with_columns(
+                pl.when(pl.col("instance") == old)
+                .then(pl.lit(name))
+                .otherwise(pl.col("instance"))
+                .cast(frame.schema["instance"])
+                .alias("instance")
+            )
+            if "instance" in frame.columns
+            else frame
+            for table, frame in result.tables.items()
+        }
+        result.instance_spans = {
+            (name if k == old else k): v for k, v in result.instance_spans.items()
+        }
+        result.addresses = {(name if k == old else k): v for k, v in result.addresses.items()}
+        earlier = results[before.path][1]
+        shared = ", ".join(a for a in result.addresses.get(name, []) if a in before.addresses)
+        result.notes.append(
+            f"a later life of {name}: it announces {shared} as {before.path.name} did and "
+            f"begins after that log ended; read as {name}, restarted"
+        )
+        earlier.add("engine_events", _restart_row(earlier, name, before, path, shared))
+
+
+def _restart_row(earlier, name: str, before: Life, later: Path, address: str) -> pl.DataFrame:
+    """The `restart` event where the life before ended: its last shutdown line, else its
+    log's last row (a killed server prints none)."""
+    events = earlier.table("engine_events").filter(pl.col("instance") == before.name)
+    again = events.filter(pl.col("kind") == "restarted")["at"].max()
+    stops = events.filter(pl.col("kind") == "shutdown")
+    if again is not None:
+        stops = stops.filter(pl.col("at") >= again)
+    if stops.height:
+        row = stops.sort("at", "source").tail(1).select("at", "source")
+        how = "an orderly shutdown"
+    else:
+        rows = pl.concat(
+            [
+                f.select("at", "source")
+                for f in earlier.tables.values()
+                if {"at", "source"} <= set(f.columns)
+            ]
+        ).drop_nulls()
+        row = rows.sort("at", "source").tail(1)
+        how = "its last line, with no shutdown line: killed or crashed"
+    return row.select(
+        pl.lit(name).alias("instance"),
+        "at",
+        pl.lit("restart").alias("kind"),
+        pl.lit(
+            f"{before.path.name} ends ({how}); {later.name} starts {name} again on {address}"
+        ).alias("detail"),
+        "source",
     )
 
 

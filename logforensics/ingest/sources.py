@@ -6,6 +6,9 @@
 * One instance, many files: a log's rotated parts (``x.log``, ``x.log.1``,
   ``x.log.2.gz``, ``x-2026-11-29.log.gz``, ``x.log-20261129.gz``) share the
   instance name ``x`` and are listed oldest first.
+* One instance, restarted into a new file: a later life of a log's instance
+  (``instance-1-restarted.log`` announcing the address ``instance-1.log`` did, begun
+  after it ended) is that instance, with a restart between (`later_lives`).
 * A saved ``/metrics`` scrape carries no request evidence and is usually named
   by port (``metrics-8001.txt``): it is mapped to the instance whose own
   start-up lines name that port (or whose address its ``instance`` label
@@ -68,6 +71,63 @@ def rotation_order(paths: list[Path]) -> dict[Path, tuple[int, int]]:
 
         ordered = sorted(members, key=age)
         out |= {p: (i + 1, len(ordered)) for i, p in enumerate(ordered)}
+    return out
+
+
+@dataclass(frozen=True)
+class Life:
+    """One server log as a life of an instance: its name, announced addresses, span."""
+
+    path: Path
+    name: str
+    addresses: tuple[str, ...]
+    start: object  # datetime (UTC)
+    end: object
+
+
+NAME_SEPARATORS = "-_."
+
+
+def _stem(name: str, names: list[str]) -> str:
+    """The shortest of `names` that `name` extends at a separator (``instance-1`` for
+    ``instance-1-restarted``), else `name` itself."""
+    return next(
+        (
+            n
+            for n in sorted(names, key=len)
+            if name == n or (name.startswith(n) and name[len(n)] in NAME_SEPARATORS)
+        ),
+        name,
+    )
+
+
+def later_lives(logs: list[Life]) -> dict[Path, tuple[str, Life]]:
+    """Logs that hold a later life of another log's instance → (the instance's name, the
+    log of the life before): a server restarted with its output sent to a new file
+    (``instance-1.log``, then ``instance-1-restarted.log``).
+
+    Only with positive evidence of each: in one folder, the later log's name extends the
+    first's at a separator (or is the same, a rotated part), its start-up lines announce
+    an address the first's announced (one port is held by one process at a time), and it
+    begins at or after every earlier life of the name ended. Else they stay apart (two
+    pods may both announce 0.0.0.0:8000): name them with --instance.
+    """
+    groups: dict[tuple[Path, str], list[Life]] = {}
+    names_by_folder: dict[Path, list[str]] = {}
+    for log in logs:
+        names_by_folder.setdefault(log.path.parent, []).append(log.name)
+    for log in logs:
+        stem = _stem(log.name, names_by_folder[log.path.parent])
+        groups.setdefault((log.path.parent, stem), []).append(log)
+    out: dict[Path, tuple[str, Life]] = {}
+    for (_, stem), lives in groups.items():
+        lives.sort(key=lambda life: (life.start, life.end))
+        first = lives[0]
+        for i, life in enumerate(lives[1:], start=1):
+            before = max(lives[:i], key=lambda earlier: earlier.end)
+            if life.start < before.end or not set(life.addresses) & set(first.addresses):
+                break  # overlapping or another address: not one instance's lives
+            out[life.path] = (stem, before)
     return out
 
 
@@ -175,6 +235,17 @@ def _hosts_match(a: str, b: str) -> bool:
 def _split(address: str) -> tuple[str, str]:
     host, _, port = address.rpartition(":")
     return host.strip("[]") if host else "", port
+
+
+def address_instance(host: str, port: str, addresses: dict[str, list[str]]) -> str | None:
+    """The one instance whose start-up lines announce `host`:`port` (a loopback or wildcard
+    host matches any other such; an empty host any), else None (none, or several)."""
+    matches = {
+        instance
+        for instance, own in addresses.items()
+        if any(_split(a)[1] == port and _hosts_match(host, _split(a)[0]) for a in own)
+    }
+    return matches.pop() if len(matches) == 1 else None
 
 
 def scrape_instance(

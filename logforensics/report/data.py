@@ -57,6 +57,8 @@ WITNESSES = {
     "instance": "an instance's log",
     "proxy": "the proxy's log",
     "front_answer": "the front's answer: it never dispatched it (llm-d's rejected-*)",
+    "refused_connect": "the client's own connect was refused: nothing listened",
+    "client_peer": "the client's own trace: the instance's address it connected to",
     "coverage": "no instance logged its arrival, inside the span every log covers",
     "engine_stats": "every engine's stats showed nothing running or waiting when it failed",
 }

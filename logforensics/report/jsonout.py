@@ -7,7 +7,8 @@ FORMAT_VERSION is bumped, with a line below, whenever the shape changes:
 #     never reached an instance while every instance was saturated are kv_cache's or gpu's,
 #     no longer unexplained; prefill | decode on gpu); evidence role "qualifying"
 #     (compute_phase); findings preempted_repeatedly, preemptions_not_kv; the ledger's
-#     reach_witness front_answer (a front's own rejected-* answer: never reached).
+#     reach_witness front_answer (a front's own rejected-* answer: never reached) and
+#     refused_connect (the client's own connect refused: never reached).
 # 10: runs[].failures (where each step's failures died: proxy, before_instance, instance,
 #     unknown; at_instance and the client's outcomes); instances[].peak_running,
 #     peak_waiting, peak_kv_pct; runs[].busy_at_start.source as file:line (was a

@@ -332,6 +332,9 @@ LISTEN_URL_RE = (
     r"(?:https?://)?(?P<address>[^\s/]+)"
 )
 ARGS_RE = r"non-default args: \{"
+# vLLM 0.32's shutdown, the streams still running then: "[shutdown] EngineCore: aborting
+# in-flight requests count=3"
+ABORTED_IN_FLIGHT_RE = r"aborting in-flight requests count=(\d+)"
 
 
 def stopping_shape(msg: pl.Expr) -> pl.Expr:
@@ -363,6 +366,9 @@ class VllmProcess(RegexLineFormat):
     A second start-up in one log (``non-default args: …`` again, corpus
     crash-restart) is an `engine_events` ``restarted`` row: the instance went away
     and came back, after an orderly shutdown or (no shutdown line) killed or crashed.
+    Each life's first shutdown line is a ``shutdown`` row (where a restart into another
+    log finds the life before ended: `inputs`), and vLLM 0.32's ``aborting in-flight
+    requests count=N`` an ``aborted`` row: the engine's own count of the requests it cut.
 
     Its start-up lines name the address it serves on (`ParseResult.addresses`): a
     proxy's upstream address or a saved ``/metrics`` scrape named by port is mapped
@@ -390,7 +396,8 @@ class VllmProcess(RegexLineFormat):
             "EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root "
             "cause.\n"
             "INFO:     Shutting down",
-            status="noise",
+            status="any",
+            tables=(("engine_events", 1),),
         ),
         Sample(
             "corpus crash-restart instance-2.log:8,119 (vLLM 0.32.0 killed with SIGKILL, started "
@@ -403,6 +410,24 @@ class VllmProcess(RegexLineFormat):
             "{'model_tag': '/srv/llm/tiny-llama', 'host': '127.0.0.1', 'port': 8002}",
             status="any",
             tables=(("engine_events", 1),),
+        ),
+        Sample(
+            "recordings/aiperf-restart instance-1.log:224-229 (vLLM 0.32.0 given SIGTERM with "
+            "3 streams running: its shutdown, and the requests it aborted)",
+            "(EngineCore pid=16629) INFO 12-05 23:43:46 [core.py:1454] [shutdown] EngineCore: "
+            "trigger received signal=SIGTERM\n"
+            "(APIServer pid=16587) INFO 12-05 23:43:46 [launcher.py:254] [shutdown] API server: "
+            "shutdown triggered\n"
+            "(APIServer pid=16587) INFO 12-05 23:43:46 [launcher.py:270] [shutdown] API server: "
+            "stopping engine client mode=abort timeout=0s\n"
+            "(EngineCore pid=16629) INFO 12-05 23:43:46 [core.py:1635] [shutdown] EngineCore: "
+            "start mode=abort timeout=0s\n"
+            "(APIServer pid=16587) INFO 12-05 23:43:46 [core_client.py:770] [shutdown] MPClient: "
+            "start timeout=0s\n"
+            "(EngineCore pid=16629) INFO 12-05 23:43:46 [core.py:1644] [shutdown] EngineCore: "
+            "aborting in-flight requests count=3",
+            status="any",
+            tables=(("engine_events", 2),),
         ),
         Sample(
             "corpus kv-tiny instance-1.log (vLLM 0.32.0 start-up)",
@@ -479,14 +504,60 @@ class VllmProcess(RegexLineFormat):
             )
             .alias("detail"),
             source_expr(source.display).alias("source"),
+            "line_no",
         )
+        ends = self._life_ends(marked, starts, stopping, source)
+        events = pl.concat([events, ends], how="vertical_relaxed")
         stopping_chatter = pl.col("_down") & stopping_shape(msg)
-        noise = marked.filter((stopping_chatter | pl.col("_start")) & ~pl.col("_again"))
+        claimed = pl.col("line_no").is_in(ends["line_no"].implode())
+        noise = marked.filter((stopping_chatter | pl.col("_start")) & ~pl.col("_again") & ~claimed)
         return Claim(
-            records=restarts["line_no"],
+            records=pl.concat([restarts["line_no"], ends["line_no"]]),
             noise=noise["line_no"],
-            tables={"engine_events": events},
+            tables={"engine_events": events.drop("line_no")},
             addresses=self._addresses(marked.filter(pl.col("_start"))),
+        )
+
+    @staticmethod
+    def _life_ends(
+        marked: pl.DataFrame, starts: pl.Expr, stopping: pl.Expr, source: SourceFile
+    ) -> pl.DataFrame:
+        """Each life's first shutdown line (`shutdown`: where a later log of the same
+        instance, started after this one ended, finds its restart began) and the requests
+        its engine aborted then (`aborted`: vLLM 0.32's ``aborting in-flight requests
+        count=3``, streams the clients got cut short)."""
+        msg = pl.col("msg")
+        aborted = pl.col("_aborted")
+        lives = (
+            marked.rechunk()
+            .with_columns(
+                starts.cast(pl.Int32).cum_sum().over("instance").alias("_life"),
+                msg.str.extract(ABORTED_IN_FLIGHT_RE, 1)
+                .cast(pl.Int64, strict=False)
+                .alias("_aborted"),
+                stopping.alias("_stopping"),
+            )
+            .with_columns(
+                (
+                    pl.col("_stopping")
+                    & (pl.col("_stopping").cast(pl.Int32).cum_sum().over("instance", "_life") == 1)
+                ).alias("_first_stop")
+            )
+            .filter(pl.col("_first_stop") | (aborted > 0))
+        )
+        return lives.select(
+            "instance",
+            "at",
+            pl.when(aborted > 0)
+            .then(pl.lit("aborted"))
+            .otherwise(pl.lit("shutdown"))
+            .alias("kind"),
+            pl.when(aborted > 0)
+            .then(pl.format("the engine aborted {} request(s) in flight at shutdown", aborted))
+            .otherwise(msg.str.slice(0, 300))
+            .alias("detail"),
+            source_expr(source.display).alias("source"),
+            "line_no",
         )
 
     @staticmethod

@@ -37,37 +37,138 @@ PRETTY_RECORD_RE = (
 SWEEP_FOLDER_RE = r"(?:^|_)concurrency_?(\d+)(?:_|$)"  # AIPerf 0.13's "concurrency_8__requests_16"
 
 
-def run_phases(folder: Path) -> dict[str, int]:
-    """Phase name → the concurrency AIPerf ran it at, from the run's own ``run_config.json``
-    (0.13: ``cfg.phases[] {name, kind, concurrency}``), where it is beside the records."""
+# AIPerf's phase types that send at a rate (``--request-rate``, ``--arrival-pattern``); a
+# ``concurrency`` phase keeps that many requests in flight (0.13's config schema README)
+RATE_PHASES = ("poisson", "gamma", "constant", "user_centric")
+
+
+def run_phases(folder: Path) -> dict[str, dict]:
+    """Phase name → {concurrency, rate} AIPerf ran it at, from the run's own config beside
+    the records: ``run_config.json`` (0.13: ``cfg.phases[] {name, kind, type, concurrency,
+    rate}``), else the summary's ``input_config.phases`` (``profile_export_aiperf.json``,
+    written by every run). A rate phase's concurrency is only its cap."""
+    for name, path in (
+        ("run_config.json", ("cfg",)),
+        ("profile_export_aiperf.json", ("input_config",)),
+    ):
+        try:
+            config = json.loads((folder / name).read_text())
+        except (OSError, ValueError):
+            continue
+        for key in path:
+            config = (config or {}).get(key) if isinstance(config, dict) else None
+        phases = (config or {}).get("phases") if isinstance(config, dict) else None
+        found = {
+            p["name"]: {
+                "concurrency": p.get("concurrency")
+                if isinstance(p.get("concurrency"), int)
+                else None,
+                "rate": float(p["rate"])
+                if p.get("type") in RATE_PHASES
+                and isinstance(p.get("rate"), int | float)
+                and p["rate"] > 0
+                else None,
+                "file": name,
+            }
+            for p in phases or []
+            if isinstance(p, dict) and p.get("name")
+        }
+        if found:
+            return found
+    return {}
+
+
+def asked_tokens(folder: Path) -> pl.DataFrame | None:
+    """(conversation_id, turn_index) → the tokens each request asked for and whether it
+    set ``ignore_eos``, from the payloads AIPerf sent (``inputs.json`` beside the records:
+    ``data[] {session_id, payloads[] {max_completion_tokens | max_tokens, ignore_eos}}``),
+    or None where that file is absent or holds neither."""
     try:
-        config = json.loads((folder / "run_config.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    phases = ((config or {}).get("cfg") or {}).get("phases") or []
-    return {
-        p["name"]: int(p["concurrency"])
-        for p in phases
-        if isinstance(p, dict) and isinstance(p.get("concurrency"), int) and p.get("name")
-    }
+        sessions = json.loads((folder / "inputs.json").read_text()).get("data") or []
+    except (OSError, ValueError, AttributeError):
+        return None
+    rows = [
+        (
+            session.get("session_id"),
+            turn,
+            payload.get("max_completion_tokens", payload.get("max_tokens")),
+            payload.get("ignore_eos") is True,
+        )
+        for session in sessions
+        if isinstance(session, dict)
+        for turn, payload in enumerate(session.get("payloads") or [])
+        if isinstance(payload, dict)
+    ]
+    asked = pl.DataFrame(
+        rows,
+        schema={"_conv": pl.Utf8, "_turn": pl.Int64, "_asked": pl.Int64, "_ignore_eos": pl.Boolean},
+        orient="row",
+    )
+    asked = asked.filter(pl.col("_asked").is_not_null() & pl.col("_ignore_eos"))
+    return asked.unique(["_conv", "_turn"], keep="first") if asked.height else None
 
 
-def phase_concurrency(source: SourceFile, phase: pl.Expr, result: ParseResult) -> pl.Expr:
-    """Each record's concurrency: its phase's in ``run_config.json``, else the sweep folder's."""
+def cut_short(records: pl.DataFrame, folder: Path, result: ParseResult) -> pl.DataFrame:
+    """`_cut`: the number of tokens a request AIPerf recorded as answered got, where the
+    server's own count (``usage_completion_tokens``) is below the tokens it asked with
+    ``ignore_eos`` set — the engine could not have stopped early, so the stream was cut
+    (vLLM aborts what is in flight when it stops; AIPerf records those 200, not cancelled).
+    Null elsewhere; without ``inputs.json`` nothing is claimed."""
+    got = nested(records, "metrics", "usage_completion_tokens", "value", dtype=pl.Int64)
+    keys = records.select(
+        nested(records, "metadata", "conversation_id", dtype=pl.Utf8).alias("_conv"),
+        nested(records, "metadata", "turn_index", dtype=pl.Int64).fill_null(0).alias("_turn"),
+        got.alias("_got"),
+    )
+    asked = asked_tokens(folder)
+    if asked is None:
+        return keys.with_columns(
+            pl.lit(None, dtype=pl.Int64).alias("_cut"), pl.lit(None, dtype=pl.Int64).alias("_asked")
+        ).select("_cut", "_asked")
+    joined = keys.join(asked, on=["_conv", "_turn"], how="left", maintain_order="left")
+    cut = joined.select(
+        pl.when(pl.col("_got") < pl.col("_asked")).then(pl.col("_got")).alias("_cut"), "_asked"
+    )
+    n = cut["_cut"].is_not_null().sum()
+    if n:
+        result.notes.append(
+            f"{n} answer(s) AIPerf recorded as successes stopped short of the tokens asked with "
+            "ignore_eos (inputs.json; the server's usage_completion_tokens): cut short, failed"
+        )
+    return cut
+
+
+def phase_settings(source: SourceFile, phase: pl.Expr, result: ParseResult) -> list[pl.Expr]:
+    """Each record's concurrency and rate: its phase's in the run's config, else the
+    concurrency of the sweep folder's name."""
     phases = run_phases(source.path.parent)
     if phases:
         result.notes.append(
-            "concurrency from run_config.json: "
-            + ", ".join(f"{name} {level}" for name, level in phases.items())
+            f"load from {next(iter(phases.values()))['file']}: "
+            + ", ".join(
+                f"{name} "
+                + (
+                    f"rate {p['rate']:g}/s (at most {p['concurrency']} in flight)"
+                    if p["rate"]
+                    else f"concurrency {p['concurrency']}"
+                )
+                for name, p in phases.items()
+            )
         )
-        return phase.replace_strict(phases, default=None, return_dtype=pl.Int64).alias(
-            "concurrency"
-        )
+        return [
+            phase.replace_strict(
+                {n: p[key] for n, p in phases.items()}, default=None, return_dtype=dtype
+            ).alias(key)
+            for key, dtype in (("concurrency", pl.Int64), ("rate", pl.Float64))
+        ]
     found = re.search(SWEEP_FOLDER_RE, source.path.parent.name)
     if found:
         result.notes.append(f"concurrency {found.group(1)} from the run's folder name")
     level = int(found.group(1)) if found else None
-    return pl.lit(level, dtype=pl.Int64).alias("concurrency")
+    return [
+        pl.lit(level, dtype=pl.Int64).alias("concurrency"),
+        pl.lit(None, dtype=pl.Float64).alias("rate"),
+    ]
 
 
 @register_file_format
@@ -180,6 +281,20 @@ class AIPerfJsonl(FileFormat):
         )
         code = nested(r, "error", "code", dtype=pl.Int64)
         cancelled = nested(r, "metadata", "was_cancelled", dtype=pl.Boolean).fill_null(False)
+        r = pl.concat([r, cut_short(r, source.path.parent, result)], how="horizontal")
+        error = nested(r, "error")
+        cut = error.is_null() & ~cancelled & pl.col("_cut").is_not_null()
+        error_text = (
+            pl.when(cut)
+            .then(
+                pl.format(
+                    "cut short: the server counted {} of the {} tokens asked with ignore_eos",
+                    pl.col("_cut"),
+                    pl.col("_asked"),
+                )
+            )
+            .otherwise(error_text)
+        )
         frame = r.select(
             pl.coalesce(
                 nested(r, "metadata", "session_num", dtype=pl.Int64),
@@ -190,9 +305,9 @@ class AIPerfJsonl(FileFormat):
             (nested(r, "metrics", "request_latency", "value", dtype=pl.Float64) / per_second).alias(
                 "latency_s"
             ),
-            (error.is_null() & ~cancelled).alias("ok"),
+            (error.is_null() & ~cancelled & ~cut).alias("ok"),
             pl.when(code.is_between(100, 599)).then(code).alias("http_status"),
-            pl.when(error.is_not_null())
+            pl.when(error.is_not_null() | cut)
             .then(pl.coalesce(error_text, pl.lit("error")))
             .when(cancelled)
             .then(pl.lit("cancelled"))
@@ -205,10 +320,18 @@ class AIPerfJsonl(FileFormat):
                 nested(r, "metrics", "time_to_first_token", "value", dtype=pl.Float64) / per_second
             ).alias("ttft_s"),
             nested(r, "metadata", "x_request_id", dtype=pl.Utf8).alias("request_id"),
+            # the peer of its connection, as AIPerf's HTTP trace recorded it
+            pl.concat_str(
+                [
+                    nested(r, "trace_data", "remote_ip", dtype=pl.Utf8),
+                    nested(r, "trace_data", "remote_port", dtype=pl.Utf8),
+                ],
+                separator=":",
+            ).alias("server_address"),
             (nested(r, "metadata", "benchmark_phase", dtype=pl.Utf8) == "warmup")
             .fill_null(False)
             .alias("warmup"),
-            phase_concurrency(source, nested(r, "metadata", "phase_name", dtype=pl.Utf8), result),
+            *phase_settings(source, nested(r, "metadata", "phase_name", dtype=pl.Utf8), result),
             model.source_id(f"{source.display}:", pl.col("line_no")),
         )
         frame = place_on_clock(

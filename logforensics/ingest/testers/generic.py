@@ -56,6 +56,7 @@ FIELD_SPELLINGS = {
     "ttft_ms": ["ttft_ms", "time_to_first_token_ms"],
     "timeout_s": ["timeout_s", "timeout"],
     "rest_before_s": ["rest_before_s", "rest_s"],
+    "server_address": ["server_address"],  # the host:port the client connected to
 }
 TIME_FIELDS = ("started_at", "latency_s", "latency_ms")
 OUTCOME_FIELDS = ("ok", "status", "http_status", "error")
@@ -212,6 +213,7 @@ def normalise_generic(frame: pl.DataFrame, display: str, client_tz: str) -> pl.D
         get("warmup", pl.Boolean).fill_null(False).alias("warmup"),
         get("timeout_s", pl.Float64).alias("timeout_s"),
         get("rest_before_s", pl.Float64).alias("rest_before_s"),
+        get("server_address", pl.Utf8).alias("server_address"),
         source_expr(display).alias("source"),
     )
 
