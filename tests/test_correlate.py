@@ -3,9 +3,11 @@
 import datetime as dt
 import random
 
+import polars as pl
 import pytest
 
 from logforensics.analysis import Options, analyze
+from logforensics.correlate.attribute import match_by_time
 from logforensics.correlate.balance import chi_square_even
 from logforensics.correlate.clock import zone_hint
 from tests import scenario
@@ -252,3 +254,38 @@ def test_files_are_numbered_in_input_order_whichever_parses_first(tmp_path):
     small.write_text(line.format(1))  # parsed, and so numbered, first by a racing thread
     read([large, small], ParseContext(year=2026))
     assert model.source_prefix(f"{large}:") < model.source_prefix(f"{small}:")
+
+
+def test_a_late_answer_goes_to_the_failure_at_whose_end_it_left_and_not_to_the_next_step():
+    """A closed-loop client's timeouts (the discarded first take of field-high-rate, ~40
+    requests/s): nginx logged 200 for two answers that left as the client gave up. With
+    only the long late window, each line went to the earliest failure still open and the
+    next line to it, the last one 79.8 s later inside the next step. Lines at a failure's
+    end go to that failure; no late line is taken past the run's next step."""
+    t0 = dt.datetime(2026, 12, 6, 1, 17, tzinfo=dt.UTC).timestamp()
+    # three timeouts ending at 10, 40 and 70 s; the next step begins at 100 s
+    timed = pl.DataFrame(
+        {
+            "_row": pl.Series([0, 1, 2], dtype=pl.UInt32),
+            "ok": [False, False, False],
+            "s": [t0 + 7, t0 + 37, t0 + 67],
+            "e": [t0 + 10, t0 + 40, t0 + 70],
+            "next_s": [t0 + 100] * 3,
+        }
+    )
+    at = [t0 + 40.01, t0 + 70.02, t0 + 130.0]  # two at the ends of 1 and 2, one in the next step
+    records = pl.DataFrame(
+        {
+            "at": [dt.datetime.fromtimestamp(x, dt.UTC) for x in at],
+            "at_precision_s": [0.001] * 3,
+            "http_status": pl.Series([200, 200, 200], dtype=pl.Int16),
+            "instance": ["instance-1", "instance-2", "instance-1"],
+            "source": [11, 12, 13],
+        }
+    ).with_columns(pl.col("at").dt.cast_time_unit("us"))
+    got = match_by_time(
+        records, timed, 0.0, pl.DataFrame(schema={"_row": pl.UInt32, "instance": pl.Utf8})
+    )
+    placed = dict(zip(got["_row"].to_list(), got["server_source"].to_list(), strict=True))
+    assert placed == {1: 11, 2: 12}, placed
+    assert got["late"].all()

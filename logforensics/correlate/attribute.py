@@ -351,7 +351,7 @@ def attribute(
     pinned = pl.concat([ids.select("_row", "instance"), by_lifecycle.select("_row", "instance")])
     by_time = match_by_time(
         records,
-        timed.drop("next_s"),
+        timed,
         shift_s,
         pinned,
         frozenset(engine.filter(pl.col("received_at").is_not_null())["instance"].unique()),
@@ -573,7 +573,9 @@ def match_by_time(
        request tied by id/marker (`pinned`: `_row`, `instance`) first takes a
        line of its own instance;
     2. "window": a streamed one's sits near its start, anywhere in the window;
-    3. "late": a success the server logged after the client had already given up.
+    3. "late": a success the server logged after the client had already given up: first
+       the lines at a failed request's end (the answer left as it gave up), then within
+       LATE_ARRIVAL_S and before its run's next step began (`next_s` in `timed`, where given).
     Outcomes must agree in passes 1-2 (a 2xx line belongs to a success).
     A record is marked ambiguous when the next request's end was as close.
     Returns `_row`, `instance`, `server_source`, `answer_at` (the record's stamp),
@@ -594,7 +596,15 @@ def match_by_time(
     )
     reqs = (
         timed.filter(pl.col("e").is_not_null())  # nor can a request without an end
-        .with_columns((pl.col("s") + offset).alias("s"), (pl.col("e") + offset).alias("e"))
+        .with_columns(
+            (pl.col("s") + offset).alias("s"),
+            (pl.col("e") + offset).alias("e"),
+            # a late line is no later than the run's next step (it would be that step's)
+            pl.min_horizontal(
+                pl.col("e") + LATE_ARRIVAL_S,
+                pl.col("next_s") + offset if "next_s" in timed.columns else pl.lit(np.inf),
+            ).alias("_late_until"),
+        )
         .join(
             pinned.select("_row", pl.col("instance").alias("_inst"), pl.lit(True).alias("_pinned")),
             on="_row",
@@ -616,10 +626,14 @@ def match_by_time(
         if not rec_mask.any() or not req_mask.any():
             return
         # (only the columns read: a filter and a sort copy every column they are given)
-        req_frame = reqs.select("_pos", "s", "e").filter(pl.Series(req_mask)).sort(anchor, "_pos")
+        req_frame = (
+            reqs.select("_pos", "s", "e", "_late_until")
+            .filter(pl.Series(req_mask))
+            .sort(anchor, "_pos")
+        )
         anchors = req_frame[anchor].to_numpy()
         if how == "late":  # the window opens at the client's end and stays open a while
-            lo, hi = req_frame["e"].to_numpy(), (req_frame["e"] + LATE_ARRIVAL_S).to_numpy()
+            lo, hi = req_frame["e"].to_numpy(), req_frame["_late_until"].to_numpy()
         elif how == "window":
             lo, hi = req_frame["s"].to_numpy(), req_frame["e"].to_numpy()
         else:
@@ -644,7 +658,7 @@ def match_by_time(
             & (np.abs(anchors[following] - rec_at[rec_got]) <= rec_tol[rec_got])
             & (how != "pinned")
         )
-        picked.append((req_pos, rec_got, ambiguous, how == "late", how == "pinned"))
+        picked.append((req_pos, rec_got, ambiguous, how.startswith("late"), how == "pinned"))
 
     def free_records(ok: bool) -> np.ndarray:
         return rec_free & (rec_ok == ok)
@@ -676,6 +690,10 @@ def match_by_time(
             assign(free_records(ok) & blind, free_requests(ok) & req_has_id, anchor, how)
     # 3. successes logged after the client gave up — only on instances that log no
     # arrivals: where they do, the engine's own lines placed such a request already
+    # first those whose answer left as the client gave up (at its end): a long window
+    # first would hand each such line to the earliest failure still open, and the next
+    # line to it, each a step later (a closed-loop client's timeouts, ~40 requests/s)
+    assign(free_records(True) & blind, free_requests(False), "e", "late_at_end")
     assign(free_records(True) & blind, free_requests(False), "e", "late")
 
     req_pos = np.concatenate([p[0] for p in picked] + [np.zeros(0, np.int64)])
