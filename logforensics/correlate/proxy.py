@@ -95,6 +95,9 @@ def _named_attempts(addresses: pl.Series, address_to_instance: dict[str, str]) -
     )
 
 
+PRECISION_PEEK = 10_000  # lines that usually settle the stamps' precision
+
+
 def _stamp_precision(frame: pl.DataFrame) -> float:
     """Whole-second stamps (nginx's $time_local) are good to a second; others to a millisecond."""
     if frame.is_empty():
@@ -104,9 +107,6 @@ def _stamp_precision(frame: pl.DataFrame) -> float:
         if not (part.dt.microsecond() == 0).all():
             return 0.001
     return 1.0
-
-
-PRECISION_PEEK = 10_000
 
 
 def echoed(proxy_times: np.ndarray, lo: np.ndarray, hi: np.ndarray, tol: float) -> int:

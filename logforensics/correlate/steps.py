@@ -163,7 +163,7 @@ def either_clock_pairs(client: pl.DataFrame) -> pl.DataFrame:
                 "run": client.schema["run"],
                 "step": client.schema["step"],
                 "_row": pl.UInt32,
-                "name": pl.Utf8,
+                "name": model.LABEL,
             }
         )
     disputed = client.filter(pl.col("clock_disputed") & pl.col("reached_instance").is_null())
@@ -219,6 +219,11 @@ class Tally:
             step = None if g % self.span == self.span - 1 else int(g % self.span) + self.low
             out.setdefault((run, step), {})[names[k]] = int(counts[g, k])
         return out
+
+    def count_where(self, labels: pl.Series, where: pl.Series) -> dict[tuple, dict[str, int]]:
+        """`count` of the requests `where` holds (a boolean a request, null as false)."""
+        where = where.fill_null(False)
+        return self.count(labels.filter(where), np.flatnonzero(where.to_numpy()))
 
 
 def retried(client: pl.DataFrame) -> pl.Expr:
@@ -383,11 +388,10 @@ def summarise(
     ).unique(["_row", "name"])
     by_step = Tally(client)
     failed_here = client.select(failed & (pl.col("_failed_at") == "instance")).to_series()
-    ok = client["ok"].fill_null(False)
     by_name = {
         "@": by_step.count(pairs["name"], pairs["_row"].to_numpy()),
         "~": by_step.count(uncertain["name"], uncertain["_row"].to_numpy()),
-        "$": by_step.count(client["reached_instance"].filter(ok), np.flatnonzero(ok.to_numpy())),
+        "$": by_step.count_where(client["reached_instance"], client["ok"]),
         "&": by_step.count(
             client.select(pl.coalesce("reached_instance", "proxy_instance")).to_series()
         ),
@@ -396,10 +400,7 @@ def summarise(
                 pl.when(pl.col("proxy_delivery") == "reached").then(upstream_name())
             ).to_series()
         ),
-        "!@": by_step.count(
-            client["reached_instance"].filter(failed_here.fill_null(False)),
-            np.flatnonzero(failed_here.fill_null(False).to_numpy()),
-        ),
+        "!@": by_step.count_where(client["reached_instance"], failed_here),
     }
     outcomes: dict[tuple, dict[str, int]] = {}
     for run, step, outcome, n in (
