@@ -28,6 +28,7 @@ from logforensics.correlate.records import (
     engine_requests,
     inference_records,
     seconds,
+    step_label_key,
     timed_requests,
     with_request_keys,
 )
@@ -265,21 +266,23 @@ def ids_join(client: pl.DataFrame, ids: pl.DataFrame) -> bool:
 def next_step_starts(client: pl.DataFrame) -> pl.Series:
     """Per request (in `client`'s order), when its run's next step began (epoch s; +inf if none)."""
     starts = (
-        client.filter(~pl.col("warmup") & pl.col("started_at").is_not_null())
-        .group_by("run", "step")
-        .agg(seconds("started_at").min().alias("_first"))
+        client.lazy()
+        .filter(~pl.col("warmup") & pl.col("started_at").is_not_null())
+        .group_by(step_label_key().alias("_label"))
+        .agg(pl.col("run").first(), seconds("started_at").min().alias("_first"))
         .sort("run", "_first")
         .with_columns(pl.col("_first").shift(-1).over("run").alias("next_s"))
+        .collect()
     )
     return (
-        client.select("run", "step")
-        .join(
-            starts.select("run", "step", "next_s"),
-            on=["run", "step"],
-            how="left",
-            maintain_order="left",
-        )["next_s"]
+        client.select(
+            step_label_key().replace_strict(
+                starts["_label"], starts["next_s"], default=None, return_dtype=pl.Float64
+            )
+        )
+        .to_series()
         .fill_null(float("inf"))
+        .alias("next_s")
     )
 
 

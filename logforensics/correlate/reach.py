@@ -172,7 +172,8 @@ def arrivals_logged(server: pl.DataFrame | None) -> set[str]:
 def engines_idle_at_end(
     requests: pl.DataFrame, coverage: dict, offset_s: float, stats: pl.DataFrame | None
 ) -> pl.Expr:
-    """Per request: did every instance's last stats line before its end show nothing inside?
+    """Per failed request no instance logged (False for the rest, which it cannot decide):
+    did every instance's last stats line before its end show nothing inside?
 
     A request inside an engine counts as running or waiting until it ends;
     stats lines come every few seconds while the engine is busy (newer vLLM
@@ -187,9 +188,15 @@ def engines_idle_at_end(
     if len(names) < len(coverage):
         return pl.lit(False)
     shift_us = int(round(offset_s * 1e6))
-    ends = requests["ended_at"].dt.epoch("us") + shift_us
-    idle = ends.is_not_null().to_numpy()
-    ends = ends.fill_null(0).to_numpy()
+    # (69k of 6.6M requests at 20M: eight searches of the rest were 0.7 s)
+    asked = requests.select(
+        pl.col("instance").is_null()
+        & ~pl.col("ok").fill_null(True)
+        & pl.col("ended_at").is_not_null()
+    ).to_series()
+    rows = np.flatnonzero(asked.to_numpy())
+    ends = (requests["ended_at"].gather(rows).dt.epoch("us") + shift_us).to_numpy()
+    idle = np.ones(len(rows), dtype=bool)
     by_instance = (
         stats.filter(pl.col("instance").is_in(names) & pl.col("at").is_not_null())
         .select(
@@ -205,7 +212,9 @@ def engines_idle_at_end(
         last = np.searchsorted(own["at"].to_numpy(), ends, side="right") - 1
         inside = own["inside"].to_numpy()
         idle &= (last < 0) | (inside[np.maximum(last, 0)] == 0)
-    return pl.lit(pl.Series(idle))
+    answer = np.zeros(requests.height, dtype=bool)
+    answer[rows] = idle
+    return pl.lit(pl.Series(answer))
 
 
 def held_by_engine(requests: pl.DataFrame, offset_s: float, stats: pl.DataFrame | None) -> pl.Expr:

@@ -15,6 +15,15 @@ def seconds(col: str) -> pl.Expr:
     return pl.col(col).dt.epoch("us") / 1e6
 
 
+def step_label_key() -> pl.Expr:
+    """(`run`, `step`) as one integer: a window over one key, not two. The run's code (a
+    category's, below 2^31) above 33 bits; the step (an Int32) offset to be non-negative,
+    a missing one 2^32."""
+    step = (pl.col("step").cast(pl.Int64) + 2**31).fill_null(2**32)
+    run = pl.col("run").cast(pl.Categorical).to_physical().cast(pl.UInt64)
+    return run * 2**33 + step.cast(pl.UInt64)
+
+
 def never_connected(columns: list[str]) -> pl.Expr:
     """The client's own connect was refused (outcome ``refused``, no HTTP answer at all:
     aiohttp's ``ConnectionRefusedError(111, …)``): nothing listened, so no proxy or

@@ -18,7 +18,7 @@ import polars as pl
 from logforensics import model
 from logforensics.correlate.balance import balance
 from logforensics.correlate.reach import FAILED_AT, client_outcome, failed_at
-from logforensics.correlate.records import MATCH_TOLERANCE_S
+from logforensics.correlate.records import MATCH_TOLERANCE_S, step_label_key
 from logforensics.model import BusyAtStart, Capacity, Failures, Latency, Step, source_label
 
 if TYPE_CHECKING:  # a record passed in: the diagnosis package imports this module
@@ -72,8 +72,10 @@ def _split_repeats(client: pl.DataFrame) -> pl.DataFrame:
     it names (`rate`: Poisson arrivals bunch by chance) is never split.
     """
     starts, ends = pl.col("started_at"), pl.col("ended_at").fill_null(pl.col("started_at"))
-    label = ["run", "step"]
-    # the columns it reads, sorted (not the whole table: 2 GB less at 20M lines)
+    label = "_label"
+    # the columns it reads (not the whole table: 2 GB less at 20M lines) in start order; the
+    # windows below keep that order within each label (at 20M: 0.7 s against 1.5 s for a
+    # sort on run, step and start and windows over two keys)
     ordered = (
         client.select(
             "run",
@@ -82,9 +84,10 @@ def _split_repeats(client: pl.DataFrame) -> pl.DataFrame:
             "ended_at",
             "warmup",
             pl.col("rate") if "rate" in client.columns else pl.lit(None, pl.Float64).alias("rate"),
+            step_label_key().alias(label),
         )
         .with_row_index("_i")
-        .sort("run", "step", "started_at", nulls_last=True)
+        .sort("started_at", nulls_last=True, maintain_order=True)
     )
     before = ends.cum_max().shift(1).over(label)
     idle = ((starts - before).dt.total_microseconds() > REST_S * 1e6).fill_null(False)

@@ -80,7 +80,9 @@ def read_entry(folder: Path) -> tuple[dict, Parsed] | None:
                 tables={  # conformed: another engine may write a label as a plain string
                     name: model.conform(
                         name,
-                        model.source_remap(pl.read_parquet(folder / f"{name}.parquet"), prefixes),
+                        model.source_remap(
+                            pl.read_parquet(folder / f"{name}.parquet").rechunk(), prefixes
+                        ),
                     )
                     for name in kept["tables"]
                 },
