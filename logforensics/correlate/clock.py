@@ -593,20 +593,10 @@ def _score(evidence: list[Echoes], offset: float) -> tuple[int, float | None]:
         )
         matched += int(ok.sum())
         if ok.any():
-            # `_nearest`'s pair: the neighbours of the first at or after (kept within range)
-            idx = np.clip(found[ok], 1, len(shifted) - 1) if len(shifted) > 1 else found[ok] * 0
-            left = shifted[np.maximum(idx - 1, 0)]
-            right = shifted[idx]
+            # the nearer of the two neighbours (at either end of the anchors both are the
+            # end one: `_nearest`'s pair, searched once)
             points = e.points[ok]
-            distances.append(
-                np.abs(
-                    np.where(
-                        np.abs(points - left) <= np.abs(points - right),
-                        points - left,
-                        points - right,
-                    )
-                )
-            )
+            distances.append(np.minimum(np.abs(points - before[ok]), np.abs(points - after[ok])))
     if not matched:
         return 0, None
     return matched, float(np.median(np.concatenate(distances)))

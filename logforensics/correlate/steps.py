@@ -324,21 +324,28 @@ def could_be_another_steps(client: pl.DataFrame, window_s: float) -> pl.Series:
     """
     if client.is_empty() or "reach_witness" not in client.columns:
         return pl.Series("uncertain", [False] * client.height)
-    ends = client.select("run", "step", "warmup", pl.col("ended_at").dt.epoch("us") / 1e6)
+    ends = client.select(
+        step_label_key().alias("_label"), "warmup", pl.col("ended_at").dt.epoch("us") / 1e6
+    )
     spans = (
         ends.filter(~pl.col("warmup"))
-        .group_by("run", "step")
+        .group_by("_label")
         .agg(pl.col("ended_at").min().alias("lo"), pl.col("ended_at").max().alias("hi"))
         .drop_nulls()
     )
-    near = pl.lit(False)
-    for run, step, lo, hi in spans.iter_rows():
-        near = near | (
-            ((pl.col("run") != run) | (pl.col("step") != step))
-            & pl.col("ended_at").is_between(lo - window_s, hi + window_s)
-        )
+    # the widened spans holding each end (sorted edges: two searches, not a pass a step),
+    # less its own step's
+    lo, hi = (spans[c].to_numpy() for c in ("lo", "hi"))
+    lo, hi = np.sort(lo - window_s), np.sort(hi + window_s)
+    at = ends["ended_at"].fill_null(np.nan).to_numpy()
+    holding = np.searchsorted(lo, at, side="right") - np.searchsorted(hi, at, side="left")
+    own = ends.join(spans, on="_label", how="left", maintain_order="left").select(
+        pl.col("ended_at").is_between(pl.col("lo") - window_s, pl.col("hi") + window_s)
+    )
+    near = pl.Series(holding) - own.to_series().fill_null(False).cast(pl.Int64) > 0
+    near = near & ends["ended_at"].is_not_null()
     by_time = client["reach_witness"].cast(pl.Utf8).is_in(list(PLACED_BY_TIME))
-    return (ends.select(near.fill_null(False)).to_series() & by_time).alias("uncertain")
+    return (near & by_time).alias("uncertain")
 
 
 def summarise(
