@@ -5,11 +5,14 @@ import random
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from logforensics.analysis import Options, analyze
 from logforensics.correlate.attribute import match_by_time
 from logforensics.correlate.balance import chi_square_even
 from logforensics.correlate.clock import zone_hint
+from logforensics.correlate.steps import PLACED_BY_TIME, could_be_another_steps
 from tests import scenario
 from tests.conftest import report_json
 
@@ -289,3 +292,54 @@ def test_a_late_answer_goes_to_the_failure_at_whose_end_it_left_and_not_to_the_n
     placed = dict(zip(got["_row"].to_list(), got["server_source"].to_list(), strict=True))
     assert placed == {1: 11, 2: 12}, placed
     assert got["late"].all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]),
+            st.integers(1, 4),
+            st.booleans(),
+            st.one_of(st.none(), st.integers(0, 400)),
+            st.sampled_from(["access_line", "request_id", "proxy"]),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.sampled_from([0.0, 1.0, 2.5]),
+)
+def test_could_be_another_steps_is_an_end_inside_another_steps_widened_span(rows, window_s):
+    """By its definition, request by request: placed by time alone and ending within
+    `window_s` of another (run, step)'s span of non-warm-up ends."""
+    client = pl.DataFrame(
+        {
+            "run": [r[0] for r in rows],
+            "step": [r[1] for r in rows],
+            "warmup": [r[2] for r in rows],
+            "ended_at": [
+                None
+                if r[3] is None
+                else dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+                + dt.timedelta(seconds=r[3] / 10)
+                for r in rows
+            ],
+            "reach_witness": [r[4] for r in rows],
+        },
+        schema_overrides={"run": pl.Categorical, "step": pl.Int32},
+    )
+    spans: dict[tuple, list[float]] = {}
+    for run, step, warmup, end, _ in rows:
+        if not warmup and end is not None:
+            spans.setdefault((run, step), []).append(end / 10)
+    expected = [
+        end is not None
+        and witness in PLACED_BY_TIME
+        and any(
+            min(ends) - window_s <= end / 10 <= max(ends) + window_s
+            for key, ends in spans.items()
+            if key != (run, step)
+        )
+        for run, step, _, end, witness in rows
+    ]
+    assert could_be_another_steps(client, window_s).to_list() == expected
