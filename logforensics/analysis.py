@@ -282,6 +282,7 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     aligned, coverage, instance_clocks = clock.align_instances(
         times, tables, inputs.coverage, offset, records
     )
+    del times  # (two sorted copies of the request times: 106 MB at 20M)
     if aligned is not tables:  # an instance was moved onto the common clock
         tables, records = aligned, inference_records(aligned["server_requests"])
         offset = clock.without_explained_rival(offset, instance_clocks)

@@ -67,6 +67,13 @@ def write_entry(
     (folder / ENTRY_FILE).write_text(json.dumps(meta, default=str), encoding="utf-8")
 
 
+def _read_table(path: Path) -> pl.DataFrame:
+    """A table as the analysis holds it: a column of nulls as one null, each other column in
+    one piece (a row group is a piece as read; a `with_columns` beside a column in one piece
+    copies every column of many into one, at every step)."""
+    return model.nulls_as_literals(pl.read_parquet(path)).rechunk()
+
+
 def read_entry(folder: Path) -> tuple[dict, Parsed] | None:
     """An entry's `file.json` and the file as parsed; None if the entry is incomplete or damaged."""
     try:
@@ -80,9 +87,7 @@ def read_entry(folder: Path) -> tuple[dict, Parsed] | None:
                 tables={  # conformed: another engine may write a label as a plain string
                     name: model.conform(
                         name,
-                        model.source_remap(
-                            pl.read_parquet(folder / f"{name}.parquet").rechunk(), prefixes
-                        ),
+                        model.source_remap(_read_table(folder / f"{name}.parquet"), prefixes),
                     )
                     for name in kept["tables"]
                 },
