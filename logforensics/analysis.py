@@ -9,6 +9,7 @@ import datetime as dt
 import re
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -242,12 +243,20 @@ def fit_clocks(
     """The client→servers clock, narrowed by the proxy's where that is the finer witness, and
     the client→proxy clock (None without a proxy log)."""
     times = clock.RequestTimes.of(client)
-    common = clock.estimate_offset(
-        times, records, options.offset_s, server=tables["server_requests"]
-    )
-    proxy_clock = proxy.fit_clock(
-        times, tables["proxy_requests"], options.proxy_offset_s, common.method == "assumed"
-    )
+
+    def proxy_fit(rivals: bool) -> clock.ClockFit | None:
+        return proxy.fit_clock(times, tables["proxy_requests"], options.proxy_offset_s, rivals)
+
+    # the two fits at once (numpy's searches release the GIL: 0.9 s at 20M); the proxy's
+    # rivals matter only where the instances leave no clock, and are then scored again
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        proxy_clock = pool.submit(proxy_fit, False)
+        common = clock.estimate_offset(
+            times, records, options.offset_s, server=tables["server_requests"]
+        )
+        proxy_clock = proxy_clock.result()
+    if common.method == "assumed":
+        proxy_clock = proxy_fit(True)
     return clock.sharpen(common, proxy_clock), proxy_clock
 
 
