@@ -75,9 +75,7 @@ class Analysis:
     def measured(self) -> pl.DataFrame:
         """The requests without the warm-up (filtered once: every report section reads it;
         not copied where there is none)."""
-        if not self.requests.select(pl.col("warmup").any()).item():
-            return self.requests
-        return self.requests.filter(~pl.col("warmup"))
+        return model.without_warmup(self.requests)
 
     def totals(self) -> dict:
         m = self.measured

@@ -344,7 +344,7 @@ def could_be_another_steps(client: pl.DataFrame, window_s: float) -> pl.Series:
     )
     near = pl.Series(holding) - own.to_series().fill_null(False).cast(pl.Int64) > 0
     near = near & ends["ended_at"].is_not_null()
-    by_time = client["reach_witness"].cast(pl.Utf8).is_in(list(PLACED_BY_TIME))
+    by_time = client["reach_witness"].is_in(list(PLACED_BY_TIME)).fill_null(False)
     return (near & by_time).alias("uncertain")
 
 

@@ -182,8 +182,7 @@ def build(
         pl.col("started_at") + pl.duration(microseconds=(pl.col("latency_s") * 1e6).cast(pl.Int64)),
     )
     measured = (
-        with_request_columns(requests)
-        .filter(~pl.col("warmup"))
+        model.without_warmup(with_request_columns(requests))
         .with_columns(
             (pl.col("started_at") + shift).alias("w_start"),
             (ended + shift).alias("w_end"),
