@@ -34,7 +34,7 @@ clean:
 	rm -rf $(VENV) reports/*.html reports/*.json reports/*.md reports/*.png
 
 bench: $(STAMP)
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/run.py $(if $(SIZES),--sizes $(SIZES))
 
 validate: $(STAMP)
 	$(BIN)/python tools/validate.py
