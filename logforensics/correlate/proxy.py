@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,7 @@ from logforensics.correlate.pairing import pair_windows
 from logforensics.correlate.records import (
     ID_PREFIX_RE,
     MATCH_TOLERANCE_S,
+    RECORD_COLUMNS,
     inference_records,
     is_inference_path,
     seconds,
@@ -540,16 +542,27 @@ def attribute(
     timed_rows = timed["_row"].to_numpy()
     owners = [pinned]
     # a request an instance's own log placed takes a line of that instance's address
-    # first: in a burst, time alone hands one instance's lines to the other's requests
+    # first: in a burst, time alone hands one instance's lines to the other's requests.
+    # Each instance's lines and requests are its own (a line goes to one address, a
+    # request was served by one instance): split once, matched two instances at once.
     none_pinned = pinned.clear()
-    for name in sorted(set(address_to_instance.values())):
-        own = match_by_time(
-            lines.filter((pl.col("_to") == name) & ~pl.Series(taken)),
-            timed.filter(pl.Series(waiting[timed_rows]) & (pl.col("_served_by") == name)),
+    lines_to = lines.select(*RECORD_COLUMNS, "_line", "_to").partition_by("_to", as_dict=True)
+    served_by = timed.partition_by("_served_by", as_dict=True)
+
+    def own_lines(name: str) -> pl.DataFrame:
+        own, mine = lines_to.get((name,)), served_by.get((name,))
+        if own is None or mine is None:
+            return pl.DataFrame(schema={"_row": pl.UInt32, "instance": pl.UInt32})
+        return match_by_time(
+            own.filter(pl.Series(~taken[own["_line"].to_numpy()])),
+            mine.filter(pl.Series(waiting[mine["_row"].to_numpy()])),
             clock.offset_s,
             none_pinned,
         ).select("_row", "instance")
-        owners.append(own)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        owners += pool.map(own_lines, sorted(set(address_to_instance.values())))
+    for own in owners[1:]:
         taken[own["instance"].to_numpy()] = True
         waiting[own["_row"].to_numpy()] = False
     # the rest by time alone (a request whose instance has a known address had its turn)
