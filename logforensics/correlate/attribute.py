@@ -338,7 +338,7 @@ def attribute(
     by_lifecycle, unclaimed = match_lifecycle(
         engine,
         server,
-        timed.join(ids.select("_row"), on="_row", how="anti"),  # (a copy: not kept)
+        timed.filter(~pl.col("_row").is_in(ids["_row"].implode())),  # (a copy: not kept)
         shift_s,
         ids.select("instance", "engine_key").drop_nulls(),
     )
@@ -393,7 +393,10 @@ def attribute(
     tied = tied.join(
         engine_lines, on=["instance", "engine_key"], how="left", maintain_order="left"
     ).join(
-        records.select(pl.col("source").alias("server_source"), pl.col("at").alias("_answer")),
+        # (the records the tied requests name first: a join hashes all 6.5M at 20M)
+        records.filter(pl.col("source").is_in(tied["server_source"].drop_nulls().implode())).select(
+            pl.col("source").alias("server_source"), pl.col("at").alias("_answer")
+        ),
         on="server_source",
         how="left",
         maintain_order="left",
@@ -551,6 +554,8 @@ def unclaimed_arrival_near(
         .to_series()
         .to_numpy()
     )
+    if not len(times):  # (every arrival claimed, or no engine logs arrivals)
+        return pl.Series(np.zeros(client.height, dtype=bool))
     bounds = client.with_columns(next_s.alias("_next")).select(
         (seconds("started_at") + offset_s - 2 * MATCH_TOLERANCE_S).alias("lo"),
         pl.min_horizontal(
