@@ -3,6 +3,7 @@
 import datetime as dt
 import random
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import given, settings
@@ -12,6 +13,7 @@ from logforensics.analysis import Options, analyze
 from logforensics.correlate.attribute import match_by_time
 from logforensics.correlate.balance import chi_square_even
 from logforensics.correlate.clock import zone_hint
+from logforensics.correlate.proxy import COUNTS_MAX_LAG_S, PerSecond
 from logforensics.correlate.steps import PLACED_BY_TIME, could_be_another_steps
 from tests import scenario
 from tests.conftest import report_json
@@ -343,3 +345,34 @@ def test_could_be_another_steps_is_an_end_inside_another_steps_widened_span(rows
         for run, step, _, end, witness in rows
     ]
     assert could_be_another_steps(client, window_s).to_list() == expected
+
+
+def test_per_second_counts_on_one_grid_give_each_pairs_own_correlation():
+    """Counted once on the widest grid, a pair's requests per second are those of its own
+    span: the same correlation as counting the pair alone, lag by lag."""
+
+    def alone(own, theirs):
+        lo = np.floor(min(own[0], theirs[0]))
+        bins = int(np.floor(max(own[-1], theirs[-1])) - lo) + 1
+        a = np.bincount((own - lo).astype(np.int64), minlength=bins).astype(float)
+        b = np.bincount((theirs - lo).astype(np.int64), minlength=bins).astype(float)
+        lags = range(-COUNTS_MAX_LAG_S, COUNTS_MAX_LAG_S + 1)
+        return max(
+            np.corrcoef(a[max(0, k) : bins + min(0, k)], b[max(0, -k) : bins - max(0, k)])[0, 1]
+            for k in lags
+        )
+
+    rng = np.random.default_rng(5)
+    start = 1_771_912_800.0  # epoch seconds, as the logs' stamps are
+    rate = rng.integers(1, 30, 400)  # requests in each second
+    base = np.sort(start + np.repeat(np.arange(400.0), rate) + rng.random(rate.sum()))
+    series = [
+        base[(base > start + 20) & (base < start + 300)] + 2.0,  # a later start, a clock 2 s off
+        np.sort(base[base < start + 390][::2] + rng.random(len(base[base < start + 390][::2]))),
+        base[base > start + 100],
+    ]
+    grid = PerSecond(series)
+    for own in series:
+        for theirs in series:
+            assert grid.correlation(own, theirs) == pytest.approx(alone(own, theirs), abs=1e-12)
+    assert grid.correlation(series[1], series[1]) == pytest.approx(1.0)

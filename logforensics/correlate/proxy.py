@@ -399,12 +399,17 @@ def _map_by_counts(
 ) -> None:
     """Addresses timing left open, mapped by requests per second where one instance stands out."""
     scores = []
-    for address, fit in fits.items():
-        if fit.instance or fit.forced or address not in by_address:
-            continue
-        for name, times in instance_times.items():
-            if name not in taken:
-                scores.append((_count_correlation(by_address[address], times), address, name))
+    open_addresses = [
+        a for a, fit in fits.items() if not (fit.instance or fit.forced) and a in by_address
+    ]
+    open_names = [n for n in instance_times if n not in taken]
+    per_second = PerSecond(
+        [by_address[a] for a in open_addresses] + [instance_times[n] for n in open_names]
+    )
+    for address in open_addresses:
+        for name in open_names:
+            r = per_second.correlation(by_address[address], instance_times[name])
+            scores.append((r, address, name))
     for r, address, name in sorted(scores, reverse=True):
         current = fits[address]
         if current.instance or name in taken or r < COUNTS_MIN_R:
@@ -416,23 +421,45 @@ def _map_by_counts(
         taken.add(name)
 
 
-def _count_correlation(own: np.ndarray, theirs: np.ndarray) -> float:
-    """Best Pearson correlation of requests per second, the clocks up to a few seconds apart."""
-    if len(own) < 2 or len(theirs) < 2:
-        return 0.0
-    lo = np.floor(min(own[0], theirs[0]))
-    bins = int(np.floor(max(own[-1], theirs[-1])) - lo) + 1
-    if bins > COUNTS_MAX_BINS:
-        return 0.0
-    a = np.bincount((own - lo).astype(np.int64), minlength=bins).astype(float)
-    b = np.bincount((theirs - lo).astype(np.int64), minlength=bins).astype(float)
-    best = 0.0
-    for lag in range(-COUNTS_MAX_LAG_S, COUNTS_MAX_LAG_S + 1):
-        x = a[max(0, lag) : bins + min(0, lag)]
-        y = b[max(0, -lag) : bins - max(0, lag)]
-        if x.std() > 0 and y.std() > 0:
-            best = max(best, float(np.corrcoef(x, y)[0, 1]))
-    return best
+class PerSecond:
+    """Requests per second of several sorted time series on one grid of whole seconds,
+    each counted once (not once a pair: 64 pairs of 800k times took 0.44 s at 20M)."""
+
+    def __init__(self, series: list[np.ndarray]) -> None:
+        present = [s for s in series if len(s)]
+        self.lo = np.floor(min(s[0] for s in present)) if present else 0.0
+        bins = int(np.floor(max(s[-1] for s in present)) - self.lo) + 1 if present else 0
+        self.counts: dict[int, np.ndarray] = {}
+        if bins <= COUNTS_MAX_BINS:  # (else each pair is counted on its own grid)
+            for s in present:
+                self.counts[id(s)] = np.bincount((s - self.lo).astype(np.int64), minlength=bins)
+
+    def correlation(self, own: np.ndarray, theirs: np.ndarray) -> float:
+        """Best Pearson correlation of the two series' requests per second over the seconds
+        they span together, the clocks up to a few seconds apart."""
+        if len(own) < 2 or len(theirs) < 2:
+            return 0.0
+        lo = np.floor(min(own[0], theirs[0]))
+        bins = int(np.floor(max(own[-1], theirs[-1])) - lo) + 1
+        if bins > COUNTS_MAX_BINS:
+            return 0.0
+        a, b = self._counts(own, lo, bins), self._counts(theirs, lo, bins)
+        best = 0.0
+        for lag in range(-COUNTS_MAX_LAG_S, COUNTS_MAX_LAG_S + 1):
+            x = a[max(0, lag) : bins + min(0, lag)]
+            y = b[max(0, -lag) : bins - max(0, lag)]
+            if x.std() > 0 and y.std() > 0:
+                best = max(best, float(np.corrcoef(x, y)[0, 1]))
+        return best
+
+    def _counts(self, times: np.ndarray, lo: float, bins: int) -> np.ndarray:
+        whole = self.counts.get(id(times))
+        if whole is None:
+            return np.bincount((times - lo).astype(np.int64), minlength=bins).astype(float)
+        # (a second from the grid's origin is the same second from the pair's: epoch times
+        # lie within a factor two of whole seconds near them, so each difference is exact)
+        start = int(lo - self.lo)
+        return whole[start : start + bins].astype(float)
 
 
 LINE_COLUMNS = (
