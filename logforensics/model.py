@@ -27,6 +27,14 @@ SOURCE = pl.Int64  # see `source_id`
 # instead of 617). Parquet holds it as a dictionary-encoded string; a plain string
 # column is read back as one (`conform`).
 LABEL = pl.Categorical()
+
+
+def label(text: str | None) -> pl.Expr:
+    """`text` as a LABEL literal: a `when` chain of these yields labels directly (over 6.6M
+    requests at 20M 0.005 s, against 0.2 s for a chain of strings cast afterwards)."""
+    return pl.lit(text, dtype=LABEL)
+
+
 # An HTTP status (a proxy's own 499, 444 or 460 besides): 2 bytes a row against 8. Four
 # such columns of 6.6M rows each at 20M, 150 MB of the tables (and of their copies).
 STATUS = pl.Int16

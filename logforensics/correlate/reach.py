@@ -115,39 +115,43 @@ def decide_reach(
             | (by_proxy == "reached")
             | pl.col("ok").fill_null(False)
         )
-        .then(pl.lit("reached"))
+        .then(model.label("reached"))
         .when((by_proxy == "refused") | front_rejected() | refused)
-        .then(pl.lit("unreached"))
+        .then(model.label("unreached"))
         .when(at_either)
-        .then(pl.lit("reached"))
+        .then(model.label("reached"))
         .when(pl.col("_held"))
-        .then(pl.lit("reached"))
+        .then(model.label("reached"))
         .when(failed_unseen & (pl.lit(logs_arrivals) | pl.col("_idle")))
-        .then(pl.lit("unreached"))
-        .otherwise(pl.lit("unknown"))
+        .then(model.label("unreached"))
+        .otherwise(model.label("unknown"))
     )
     witness = (
         pl.when(pl.col("instance").is_not_null())
-        .then(pl.col("match_key").replace_strict(WITNESS_OF_MATCH, default="instance_log"))
+        .then(
+            pl.col("match_key").replace_strict(
+                WITNESS_OF_MATCH, default="instance_log", return_dtype=model.LABEL
+            )
+        )
         .when(by_proxy.is_in(["reached", "refused"]))
-        .then(pl.lit("proxy"))
+        .then(model.label("proxy"))
         .when(front_rejected())
-        .then(pl.lit("front_answer"))
+        .then(model.label("front_answer"))
         .when(refused)
-        .then(pl.lit("refused_connect"))
+        .then(model.label("refused_connect"))
         .when(at_either)
-        .then(pl.lit("either_clock"))
+        .then(model.label("either_clock"))
         .when(pl.col("ok").fill_null(False) & peer.is_not_null())
-        .then(pl.lit("client_peer"))
+        .then(model.label("client_peer"))
         .when(pl.col("ok").fill_null(False))
-        .then(pl.lit("success"))
+        .then(model.label("success"))
         .when(pl.col("_held"))
-        .then(pl.lit("engine_count"))
+        .then(model.label("engine_count"))
         .when(reach == "unreached")
         .then(
             pl.when(pl.lit(logs_arrivals))
-            .then(pl.lit("coverage"))
-            .otherwise(pl.lit("engine_stats"))
+            .then(model.label("coverage"))
+            .otherwise(model.label("engine_stats"))
         )
     )
     reached_instance = pl.coalesce(
@@ -232,16 +236,19 @@ def held_by_engine(requests: pl.DataFrame, offset_s: float, stats: pl.DataFrame 
     needed = {"proxy_instance", "proxy_delivery", "instance", "ok", "started_at", "ended_at"}
     if stats is None or stats.is_empty() or not needed <= set(requests.columns):
         return pl.lit(False)
+    is_open = (
+        pl.col("instance").is_null()
+        & pl.col("proxy_instance").is_not_null()
+        & ~pl.col("ok").fill_null(True)
+        & (pl.col("proxy_delivery").is_null() | (pl.col("proxy_delivery") == "unknown"))
+    )
+    if not requests.select(is_open.any()).item():  # (no such failure: no pass a request)
+        return pl.lit(False)
     timed = requests.select(
         pl.coalesce("instance", "proxy_instance").cast(pl.Utf8).alias("_to"),
         (pl.col("started_at").dt.epoch("us") / 1e6 + offset_s).alias("_s"),
         (pl.col("ended_at").dt.epoch("us") / 1e6 + offset_s).alias("_e"),
-        (
-            pl.col("instance").is_null()
-            & pl.col("proxy_instance").is_not_null()
-            & ~pl.col("ok").fill_null(True)
-            & (pl.col("proxy_delivery").is_null() | (pl.col("proxy_delivery") == "unknown"))
-        ).alias("_open"),
+        is_open.alias("_open"),
     )
     held = np.zeros(requests.height, dtype=bool)
     inside = stats.filter(pl.col("at").is_not_null()).select(
@@ -331,14 +338,14 @@ def failed_at() -> pl.Expr:
     refused it, it reached an instance, it never reached one, or nothing decides."""
     return (
         pl.when(pl.col("ok").fill_null(False))
-        .then(pl.lit(None, dtype=pl.Utf8))
+        .then(model.label(None))
         .when((pl.col("proxy_delivery") == "refused") | front_rejected())
-        .then(pl.lit("proxy"))
+        .then(model.label("proxy"))
         .when(pl.col("reach") == "reached")
-        .then(pl.lit("instance"))
+        .then(model.label("instance"))
         .when(pl.col("reach") == "unreached")
-        .then(pl.lit("before_instance"))
-        .otherwise(pl.lit("unknown"))
+        .then(model.label("before_instance"))
+        .otherwise(model.label("unknown"))
         .alias("failed_at")
     )
 
