@@ -316,7 +316,7 @@ def attribute(
     by_identity = ids.select(
         "_row",
         pl.col("instance").cast(model.LABEL),
-        pl.col("match_key").cast(pl.Utf8),
+        pl.col("match_key").cast(model.LABEL),
         pl.lit(False).alias("ambiguous"),
         pl.col("server_source").cast(model.SOURCE),
         "engine_key",
@@ -345,7 +345,7 @@ def attribute(
     by_lifecycle = by_lifecycle.select(
         "_row",
         "instance",
-        pl.lit("engine_lifecycle").alias("match_key"),
+        model.label("engine_lifecycle").alias("match_key"),
         "ambiguous",
         pl.lit(None, dtype=model.SOURCE).alias("server_source"),
         "engine_key",
@@ -366,7 +366,7 @@ def attribute(
     by_time = by_time.filter(~pl.col("pinned")).select(
         "_row",
         "instance",
-        pl.lit("time_window").alias("match_key"),
+        model.label("time_window").alias("match_key"),
         "ambiguous",
         "server_source",
         pl.lit(None, dtype=pl.Utf8).alias("engine_key"),
@@ -493,7 +493,7 @@ def place_unrecorded(
     schema = {
         "_row": pl.UInt32,
         "instance": model.LABEL,
-        "match_key": pl.Utf8,
+        "match_key": model.LABEL,
         "ambiguous": pl.Boolean,
         "server_source": model.SOURCE,
         "engine_key": pl.Utf8,
