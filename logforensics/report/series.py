@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from logforensics import model
 from logforensics.analysis import Analysis
 from logforensics.model import Step
 
@@ -190,17 +191,26 @@ def count_bins(times: pl.Series, step_s: int) -> tuple[Bins, np.ndarray]:
 
 def timeline(analysis: Analysis) -> TimelineSeries | None:
     shift = _shift(analysis)
+    measured = analysis.measured
+    # labels throughout (6.6M strings at 20M, formatted and sorted, were 0.4 s): the proxy's
+    # names formatted once a name
+    by_proxy = pl.coalesce(pl.col("proxy_instance", "proxy_upstream").cast(model.LABEL))
+    names = measured.select(by_proxy.unique()).to_series().drop_nulls().to_list()
     lane = (
         pl.when(pl.col("instance").is_not_null())
-        .then(pl.col("instance"))
+        .then(pl.col("instance").cast(model.LABEL))
         .when((pl.col("reach") == "reached") & pl.col("proxy_delivery").is_not_null())
-        .then(pl.format("{} (per proxy)", pl.coalesce("proxy_instance", "proxy_upstream")))
+        .then(
+            by_proxy.replace_strict(
+                names, [f"{n} (per proxy)" for n in names], default=None, return_dtype=model.LABEL
+            )
+        )
         .when(pl.col("reach") == "unreached")
-        .then(pl.lit(UNREACHED_LANE))
-        .otherwise(pl.lit(UNKNOWN_LANE))
+        .then(model.label(UNREACHED_LANE))
+        .otherwise(model.label(UNKNOWN_LANE))
     )
     reqs = (
-        analysis.measured.lazy()
+        measured.lazy()
         .filter(pl.col("started_at").is_not_null())
         .select(
             lane.alias("lane"),
@@ -209,7 +219,6 @@ def timeline(analysis: Analysis) -> TimelineSeries | None:
             (pl.coalesce("ended_at", "started_at") + shift).alias("e"),
         )
         .collect()
-        .sort("s")
     )
     if reqs.is_empty():
         return None
@@ -226,8 +235,9 @@ def timeline(analysis: Analysis) -> TimelineSeries | None:
         bins, counts = _lane_counts(reqs, lanes, bin_seconds(span_s))
     else:
         bars = {}
+        ordered = reqs.sort("s")  # (a lane's bars in time order; the bins need none)
         for name in lanes:
-            rows = reqs.filter(pl.col("lane") == name)
+            rows = ordered.filter(pl.col("lane") == name)
             if rows.height:
                 bars[name] = LaneBars(
                     date_numbers(rows["s"]), date_numbers(rows["e"]), rows["ok"].to_numpy()
