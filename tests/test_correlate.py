@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from logforensics.analysis import Options, analyze
-from logforensics.correlate.attribute import match_by_time
+from logforensics.correlate.attribute import match_by_time, next_step_starts
 from logforensics.correlate.balance import chi_square_even
 from logforensics.correlate.clock import zone_hint
 from logforensics.correlate.proxy import COUNTS_MAX_LAG_S, PerSecond
@@ -296,12 +296,12 @@ def test_a_late_answer_goes_to_the_failure_at_whose_end_it_left_and_not_to_the_n
     assert got["late"].all()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     st.lists(
         st.tuples(
-            st.sampled_from(["a", "b"]),
-            st.integers(1, 4),
+            st.sampled_from(["a", "b", None]),
+            st.one_of(st.none(), st.integers(1, 4)),  # a warm-up block's step is unknown
             st.booleans(),
             st.one_of(st.none(), st.integers(0, 400)),
             st.sampled_from(["access_line", "request_id", "proxy"]),
@@ -313,7 +313,8 @@ def test_a_late_answer_goes_to_the_failure_at_whose_end_it_left_and_not_to_the_n
 )
 def test_could_be_another_steps_is_an_end_inside_another_steps_widened_span(rows, window_s):
     """By its definition, request by request: placed by time alone and ending within
-    `window_s` of another (run, step)'s span of non-warm-up ends."""
+    `window_s` of the span of non-warm-up ends of a step it cannot be (another run's or
+    another number's; an unknown run or number is not another)."""
     client = pl.DataFrame(
         {
             "run": [r[0] for r in rows],
@@ -332,15 +333,19 @@ def test_could_be_another_steps_is_an_end_inside_another_steps_widened_span(rows
     )
     spans: dict[tuple, list[float]] = {}
     for run, step, warmup, end, _ in rows:
-        if not warmup and end is not None:
+        if not warmup and end is not None and run is not None and step is not None:
             spans.setdefault((run, step), []).append(end / 10)
+
+    def another(key, run, step):
+        return (run is not None and key[0] != run) or (step is not None and key[1] != step)
+
     expected = [
         end is not None
         and witness in PLACED_BY_TIME
         and any(
             min(ends) - window_s <= end / 10 <= max(ends) + window_s
             for key, ends in spans.items()
-            if key != (run, step)
+            if another(key, run, step)
         )
         for run, step, _, end, witness in rows
     ]
@@ -376,3 +381,27 @@ def test_per_second_counts_on_one_grid_give_each_pairs_own_correlation():
         for theirs in series:
             assert grid.correlation(own, theirs) == pytest.approx(alone(own, theirs), abs=1e-12)
     assert grid.correlation(series[1], series[1]) == pytest.approx(1.0)
+
+
+def test_next_step_starts_per_run_and_none_for_a_request_of_no_step():
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    rows = [  # run, step, warm-up, start (s)
+        ("a", None, True, -5.0),  # the seed tester's warm-up block: no step
+        ("a", 1, False, 0.0),
+        ("a", 1, False, 4.0),
+        ("a", 2, False, 10.0),
+        ("b", 1, False, 3.0),
+        ("a", 2, True, 1.0),  # a warm-up request of step 2 does not start it
+    ]
+    client = pl.DataFrame(
+        {
+            "run": [r[0] for r in rows],
+            "step": [r[1] for r in rows],
+            "warmup": [r[2] for r in rows],
+            "started_at": [t0 + dt.timedelta(seconds=r[3]) for r in rows],
+        },
+        schema_overrides={"run": pl.Categorical, "step": pl.Int32},
+    )
+    at_10 = (t0 + dt.timedelta(seconds=10)).timestamp()
+    inf = float("inf")
+    assert next_step_starts(client).to_list() == [inf, at_10, at_10, inf, inf, inf]

@@ -269,15 +269,17 @@ def next_step_starts(client: pl.DataFrame) -> pl.Series:
         client.lazy()
         .filter(~pl.col("warmup") & pl.col("started_at").is_not_null())
         .group_by(step_label_key().alias("_label"))
-        .agg(pl.col("run").first(), seconds("started_at").min().alias("_first"))
-        .sort("run", "_first")
+        .agg(pl.col("run", "step").first(), seconds("started_at").min().alias("_first"))
+        .sort("run", "_first", "step", nulls_last=True)  # (steps begun at once: by number)
         .with_columns(pl.col("_first").shift(-1).over("run").alias("next_s"))
         .collect()
     )
     return (
-        client.select(
-            step_label_key().replace_strict(
-                starts["_label"], starts["next_s"], default=None, return_dtype=pl.Float64
+        client.select(  # (a request of no known run and step belongs to no step: none)
+            pl.when(pl.col("run").is_not_null() & pl.col("step").is_not_null()).then(
+                step_label_key().replace_strict(
+                    starts["_label"], starts["next_s"], default=None, return_dtype=pl.Float64
+                )
             )
         )
         .to_series()

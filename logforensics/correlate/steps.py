@@ -325,25 +325,47 @@ def could_be_another_steps(client: pl.DataFrame, window_s: float) -> pl.Series:
     if client.is_empty() or "reach_witness" not in client.columns:
         return pl.Series("uncertain", [False] * client.height)
     ends = client.select(
-        step_label_key().alias("_label"), "warmup", pl.col("ended_at").dt.epoch("us") / 1e6
+        step_label_key().alias("_label"),
+        "run",
+        "step",
+        "warmup",
+        pl.col("ended_at").dt.epoch("us") / 1e6,
     )
-    spans = (
-        ends.filter(~pl.col("warmup"))
+    spans = (  # (a step known by its run and number: a warm-up without one has no span)
+        ends.filter(~pl.col("warmup") & pl.col("run").is_not_null() & pl.col("step").is_not_null())
         .group_by("_label")
-        .agg(pl.col("ended_at").min().alias("lo"), pl.col("ended_at").max().alias("hi"))
+        .agg(
+            pl.col("run").first(),
+            pl.col("step").first(),
+            pl.col("ended_at").min().alias("lo"),
+            pl.col("ended_at").max().alias("hi"),
+        )
         .drop_nulls()
     )
-    # the widened spans holding each end (sorted edges: two searches, not a pass a step),
-    # less its own step's
-    lo, hi = (spans[c].to_numpy() for c in ("lo", "hi"))
-    lo, hi = np.sort(lo - window_s), np.sort(hi + window_s)
     at = ends["ended_at"].fill_null(np.nan).to_numpy()
-    holding = np.searchsorted(lo, at, side="right") - np.searchsorted(hi, at, side="left")
+
+    def holding(which: pl.DataFrame, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """How many of `which` spans, widened, hold each end of `rows` (sorted edges: two
+        searches, not a pass a step)."""
+        lo = np.sort(which["lo"].to_numpy() - window_s)
+        hi = np.sort(which["hi"].to_numpy() + window_s)
+        return np.searchsorted(lo, at[rows], side="right") - np.searchsorted(hi, at[rows], "left")
+
+    # every span holding the end, less those not another step's: its own step's; for a
+    # request whose run or step is unknown, every span that could be its own (a warm-up
+    # without a step: its run's)
+    count = holding(spans)
     own = ends.join(spans, on="_label", how="left", maintain_order="left").select(
         pl.col("ended_at").is_between(pl.col("lo") - window_s, pl.col("hi") + window_s)
     )
-    near = pl.Series(holding) - own.to_series().fill_null(False).cast(pl.Int64) > 0
-    near = near & ends["ended_at"].is_not_null()
+    count -= own.to_series().fill_null(False).cast(pl.Int64).to_numpy()
+    for known, unknown in (("run", "step"), ("step", "run")):
+        partial = ends.select(pl.col(unknown).is_null() & pl.col(known).is_not_null()).to_series()
+        for (value,), rows in ends.with_row_index("_i").filter(partial).group_by(known):
+            rows = rows["_i"].to_numpy()
+            count[rows] -= holding(spans.filter(pl.col(known) == value), rows)
+    unknown = ends.select(pl.col("run").is_null() & pl.col("step").is_null()).to_series()
+    near = (pl.Series(count) > 0) & ends["ended_at"].is_not_null() & ~unknown
     by_time = client["reach_witness"].is_in(list(PLACED_BY_TIME)).fill_null(False)
     return (near & by_time).alias("uncertain")
 
