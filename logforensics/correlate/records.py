@@ -17,10 +17,10 @@ def seconds(col: str) -> pl.Expr:
 
 def step_label_key() -> pl.Expr:
     """(`run`, `step`) as one integer: a window over one key, not two. The run's code (a
-    category's, below 2^31) above 33 bits; the step (an Int32) offset to be non-negative,
-    a missing one 2^32."""
+    category's, below 2^31 - 1; a missing run 2^31 - 1) above 33 bits; the step (an Int32) offset
+    to be non-negative, a missing one 2^32. Missing ones group as they would as two keys."""
     step = (pl.col("step").cast(pl.Int64) + 2**31).fill_null(2**32)
-    run = pl.col("run").cast(pl.Categorical).to_physical().cast(pl.UInt64)
+    run = pl.col("run").cast(pl.Categorical).to_physical().cast(pl.UInt64).fill_null(2**31 - 1)
     return run * 2**33 + step.cast(pl.UInt64)
 
 
