@@ -14,6 +14,7 @@ from logforensics.correlate.attribute import match_by_time, next_step_starts
 from logforensics.correlate.balance import chi_square_even
 from logforensics.correlate.clock import zone_hint
 from logforensics.correlate.proxy import COUNTS_MAX_LAG_S, PerSecond
+from logforensics.correlate.records import step_label_key
 from logforensics.correlate.steps import PLACED_BY_TIME, could_be_another_steps
 from tests import scenario
 from tests.conftest import report_json
@@ -405,3 +406,22 @@ def test_next_step_starts_per_run_and_none_for_a_request_of_no_step():
     at_10 = (t0 + dt.timedelta(seconds=10)).timestamp()
     inf = float("inf")
     assert next_step_starts(client).to_list() == [inf, at_10, at_10, inf, inf, inf]
+
+
+def test_step_label_key_tells_every_run_and_step_apart_missing_ones_included():
+    runs = ["a", "b", None]
+    steps = [None, -(2**31), -1, 0, 1, 2**31 - 1]
+    pairs = [(r, s) for r in runs for s in steps]
+    frame = pl.DataFrame(
+        {"run": [p[0] for p in pairs] * 2, "step": [p[1] for p in pairs] * 2},
+        schema_overrides={"run": pl.Categorical, "step": pl.Int32},
+    ).with_columns(step_label_key().alias("key"), pl.col("run").to_physical().alias("code"))
+    keys = frame["key"].to_list()
+    assert None not in keys
+    assert keys[: len(pairs)] == keys[len(pairs) :]  # the same pair, the same key
+    assert len(set(keys)) == len(pairs)  # another pair, another key
+    # the run above 33 bits, as documented: a known run's own code, a missing one none's
+    known = frame.filter(pl.col("run").is_not_null())
+    assert (known["key"] // 2**33).to_list() == known["code"].cast(pl.UInt64).to_list()
+    missing = frame.filter(pl.col("run").is_null())["key"] // 2**33
+    assert set(missing.to_list()) == {2**31 - 1}
