@@ -281,7 +281,7 @@ def combine(read: Read, instance_labels: dict[str, str] | None = None) -> Inputs
     collected["client_requests"], copies = evidence.drop_copied_files(
         [f for f in collected["client_requests"] if f.height]
     )
-    tables = {  # (a column no file filled held as one null: 270 MB of the client's at 20M)
+    tables = {  # (a column no file filled as one null: a dataset's 20M client table, 270 MB)
         name: model.nulls_as_literals(pl.concat(frames)) if frames else model.empty(name)
         for name, frames in collected.items()
     }
