@@ -604,26 +604,28 @@ def match_by_time(
         .sort("at", "source")
         .filter(pl.col("at").is_not_null())  # an unstamped record cannot be placed in time
     )
-    reqs = (
-        timed.filter(pl.col("e").is_not_null())  # nor can a request without an end
-        .with_columns(
-            (pl.col("s") + offset).alias("s"),
-            (pl.col("e") + offset).alias("e"),
-            # a late line is no later than the run's next step (it would be that step's)
-            pl.min_horizontal(
-                pl.col("e") + LATE_ARRIVAL_S,
-                pl.col("next_s") + offset if "next_s" in timed.columns else pl.lit(np.inf),
-            ).alias("_late_until"),
+    reqs = timed.filter(pl.col("e").is_not_null()).with_columns(  # nor can a request without an end
+        (pl.col("s") + offset).alias("s"),
+        (pl.col("e") + offset).alias("e"),
+        # a late line is no later than the run's next step (it would be that step's)
+        pl.min_horizontal(
+            pl.col("e") + LATE_ARRIVAL_S,
+            pl.col("next_s") + offset if "next_s" in timed.columns else pl.lit(np.inf),
+        ).alias("_late_until"),
+    )
+    if pinned.is_empty():  # (a join would copy every column of 6.6M requests for nothing)
+        reqs = reqs.with_columns(
+            pl.lit(None, dtype=pinned.schema["instance"]).alias("_inst"),
+            pl.lit(False).alias("_pinned"),
         )
-        .join(
+    else:
+        reqs = reqs.join(
             pinned.select("_row", pl.col("instance").alias("_inst"), pl.lit(True).alias("_pinned")),
             on="_row",
             how="left",
             maintain_order="left",
-        )
-        .with_columns(pl.col("_pinned").fill_null(False))
-        .with_row_index("_pos")
-    )
+        ).with_columns(pl.col("_pinned").fill_null(False))
+    reqs = reqs.with_row_index("_pos")
     rec_at, rec_tol = recs["at"].to_numpy(), recs["tol"].to_numpy()
     rec_ok = recs["ok"].to_numpy()
     rec_free = np.ones(recs.height, dtype=bool)
