@@ -595,7 +595,7 @@ def test_aiperf_rate_run_cut_streams_and_the_peer_it_talked_to():
     rows = inputs.tables["client_requests"]
     assert rows.height == 106
     assert set(rows["rate"]) == {1.0} and set(rows["concurrency"]) == {4}
-    cut = rows.filter(pl.col("error").str.starts_with("cut short"))
+    cut = rows.filter(pl.col("error").cast(pl.Utf8).str.starts_with("cut short"))
     assert cut["error"].to_list() == [
         f"cut short: the server counted {n} of the 64 tokens asked with ignore_eos"
         for n in (36, 23, 6)

@@ -58,7 +58,7 @@ def test_vegeta_against_the_stub_tells_503_eof_and_timeouts_apart():
     assert outcomes(req) == {"ok": 12, "http_503": 3, "error": 3, "timeout": 2}
     errors = req.filter(pl.col("outcome") == "error")
     assert errors["index"].to_list() == [2, 9, 16]  # the stub's n % 7 == 3 (n = seq + 1)
-    assert errors["error"].str.ends_with(": EOF").all()
+    assert errors["error"].cast(pl.Utf8).str.ends_with(": EOF").all()
     assert req.filter(pl.col("outcome") == "http_503")["index"].to_list() == [1, 6, 11]
     assert req.filter(pl.col("outcome") == "timeout")["latency_s"].to_list() == [
         2.00060029,
@@ -129,11 +129,13 @@ def test_llm_load_test_errors_as_requests_raises_them():
     assert failed["http_status"].drop_nulls().to_list() == [503] * 4
     assert (
         failed.filter(pl.col("outcome") == "http_503")["error"]
+        .cast(pl.Utf8)
         .str.starts_with("HTTP 503: HTTPError('503 Server Error: Service Unavailable for url")
         .all()
     )
     assert (
         failed.filter(pl.col("outcome") == "reset")["error"]
+        .cast(pl.Utf8)
         .str.contains(
             "RemoteDisconnected('Remote end closed connection without response')", literal=True
         )
@@ -218,7 +220,9 @@ def test_inference_perf_stream_cut_off_is_a_failure_it_did_not_record():
     _, result, req = parse(path)
     assert req.height == 24
     assert outcomes(req) == {"ok": 14, "http_502": 6, "error": 4}
-    cut = req.filter(pl.col("error").str.starts_with("stream cut off").fill_null(False))
+    cut = req.filter(
+        pl.col("error").cast(pl.Utf8).str.starts_with("stream cut off").fill_null(False)
+    )
     assert cut.height == 4 and cut["request_id"].null_count() == 0  # their ids: they reached it
     assert all("no finish_reason and no `data: [DONE]`" in e for e in cut["error"])
     records = json.loads(path.read_text())

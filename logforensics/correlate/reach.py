@@ -28,7 +28,7 @@ def front_rejected() -> pl.Expr:
     """A failure whose answer (the client's error text) carries the front's own word that
     it never reached an inference server."""
     return (
-        ~pl.col("ok").fill_null(True) & pl.col("error").str.contains(FRONT_REJECTED_RE)
+        ~pl.col("ok").fill_null(True) & model.text("error").str.contains(FRONT_REJECTED_RE)
     ).fill_null(False)
 
 
@@ -76,7 +76,7 @@ def decide_reach(
     if "proxy_delivery" not in requests.columns:
         requests = requests.with_columns(pl.lit(None, dtype=pl.Utf8).alias("proxy_delivery"))
     if "error" not in requests.columns:
-        requests = requests.with_columns(pl.lit(None, dtype=pl.Utf8).alias("error"))
+        requests = requests.with_columns(pl.lit(None, dtype=model.LABEL).alias("error"))
     if "proxy_instance" not in requests.columns:
         requests = requests.with_columns(pl.lit(None, dtype=pl.Utf8).alias("proxy_instance"))
     out = requests.with_columns(covered_expr(coverage, offset_s).alias("_covered"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from logforensics import model
@@ -13,6 +14,15 @@ MATCH_TOLERANCE_S = 1.0  # client/server stamps of the same moment, after the of
 
 def seconds(col: str) -> pl.Expr:
     return pl.col(col).dt.epoch("us") / 1e6
+
+
+def in_time_order(times: pl.Series, sources: pl.Series) -> bool:
+    """Whether rows are sorted by time, then source (no nulls among the times): a sort of
+    rows already in order would copy every column for nothing."""
+    if times.len() < 2:
+        return True
+    gap = np.diff(times.to_numpy())
+    return bool(((gap > 0) | ((gap == 0) & (np.diff(sources.to_numpy()) > 0))).all())
 
 
 def step_label_key() -> pl.Expr:
@@ -46,7 +56,8 @@ REFUSED_ADDRESS_RE = (
 def refused_address() -> pl.Expr:
     """`host:port` a never-connected request's error names (the address nothing listened
     on), else null."""
-    found = [pl.col("error").str.extract(REFUSED_ADDRESS_RE, i) for i in range(1, 7)]
+    groups = model.text("error").str.extract_groups(REFUSED_ADDRESS_RE)  # (one pass)
+    found = [groups.struct.field(str(i)) for i in range(1, 7)]
     host = pl.coalesce(found[0], found[2], found[4])
     port = pl.coalesce(found[1], found[3], found[5])
     return pl.concat_str([host, pl.lit(":"), port]).alias("refused_address")

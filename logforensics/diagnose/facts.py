@@ -36,7 +36,7 @@ REQUEST_COLUMNS = {
     "concurrency": model.COUNT,
     "reach": pl.Utf8,
     "outcome": model.LABEL,
-    "error": pl.Utf8,
+    "error": model.LABEL,
     "http_status": model.STATUS,
     "arrived_at": pl.Datetime("us", "UTC"),  # when its engine logged its arrival
     "connect_target": model.LABEL,  # refused at connect: the instance it was sent to
@@ -51,7 +51,7 @@ def failure_class() -> pl.Expr:
     fallback = (
         pl.when(pl.col("http_status").is_not_null())
         .then(pl.format("http_{}", pl.col("http_status")))
-        .when(pl.col("error").str.contains(TIMEOUT_TEXT))
+        .when(model.text("error").str.contains(TIMEOUT_TEXT))
         .then(pl.lit("timeout"))
         .otherwise(pl.lit("error"))
     )

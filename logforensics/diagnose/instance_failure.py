@@ -422,7 +422,14 @@ def _aborted(facts: Facts, mine: pl.DataFrame, t: Thresholds) -> list:
 
 
 def _outcomes(frame: pl.DataFrame) -> str:
-    texts = frame["error"].drop_nulls().str.slice(0, 90).unique(maintain_order=True).to_list()
+    texts = (
+        frame["error"]
+        .drop_nulls()
+        .cast(pl.Utf8)
+        .str.slice(0, 90)
+        .unique(maintain_order=True)
+        .to_list()
+    )
     return "; ".join(texts[:3]) + (f"; +{len(texts) - 3} more" if len(texts) > 3 else "")
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from logforensics import model
 from logforensics.correlate.reach import FRONT_REJECTED_RE, front_rejected
 from logforensics.diagnose.evidence import MAX_SOURCES, Evidence, Signal
 from logforensics.diagnose.facts import PRESSURE_KINDS, Facts, labels, names, preemption_sign
@@ -89,7 +90,7 @@ def evidence(signal: Signal, facts: Facts, shed_: pl.DataFrame, t: Thresholds) -
     refused = failures.filter(pl.col("proxy_delivery") == "refused").height
     reasons = (
         failures.filter(front_rejected())
-        .select(pl.col("error").str.extract(f"({FRONT_REJECTED_RE})", 1).alias("why"))
+        .select(model.text("error").str.extract(f"({FRONT_REJECTED_RE})", 1).alias("why"))
         .group_by("why")
         .len()
         .sort("why")

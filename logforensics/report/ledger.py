@@ -165,7 +165,7 @@ def build_ledger(analysis: Analysis, which: pl.Expr | None = None) -> pl.DataFra
         pl.col("ok").alias("client_ok"),
         client_outcome(joined.columns),
         pl.col("http_status").alias("client_http_status"),
-        pl.col("error").alias("client_error"),
+        model.text("error").alias("client_error"),
         pl.col("source").alias("client_source"),
         "proxy_at",
         "proxy_status",
