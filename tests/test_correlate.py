@@ -14,7 +14,7 @@ from logforensics.correlate.attribute import match_by_time, next_step_starts
 from logforensics.correlate.balance import chi_square_even
 from logforensics.correlate.clock import zone_hint
 from logforensics.correlate.proxy import COUNTS_MAX_LAG_S, PerSecond
-from logforensics.correlate.records import step_label_key
+from logforensics.correlate.records import in_time_order, step_label_key
 from logforensics.correlate.steps import PLACED_BY_TIME, could_be_another_steps
 from tests import scenario
 from tests.conftest import report_json
@@ -295,6 +295,50 @@ def test_a_late_answer_goes_to_the_failure_at_whose_end_it_left_and_not_to_the_n
     placed = dict(zip(got["_row"].to_list(), got["server_source"].to_list(), strict=True))
     assert placed == {1: 11, 2: 12}, placed
     assert got["late"].all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 30), st.sampled_from([200, 200, 500])),
+        min_size=1,
+        max_size=30,
+    ),
+    st.lists(st.tuples(st.integers(0, 30), st.integers(0, 6), st.booleans()), max_size=25),
+    st.randoms(use_true_random=False),
+)
+def test_records_in_any_order_match_as_in_time_order(lines, requests, rnd):
+    """`match_by_time` skips its sort when the records come in time order (then source):
+    shuffled, with stamps shared by several lines, they are matched exactly as sorted, and
+    `in_time_order` says which order a sort would keep."""
+    t0 = dt.datetime(2026, 12, 6, tzinfo=dt.UTC)
+    records = pl.DataFrame(
+        {
+            "at": [t0 + dt.timedelta(seconds=at / 4) for at, _ in lines],
+            "at_precision_s": [0.001] * len(lines),
+            "http_status": pl.Series([status for _, status in lines], dtype=pl.Int16),
+            "instance": [f"i{k % 2}" for k in range(len(lines))],
+            "source": [100 + k for k in range(len(lines))],
+        }
+    ).with_columns(pl.col("at").dt.cast_time_unit("us"))
+    start = t0.timestamp()
+    timed = pl.DataFrame(
+        {
+            "_row": pl.Series(range(len(requests)), dtype=pl.UInt32),
+            "ok": [ok for _, _, ok in requests],
+            "s": [start + at / 4 for at, _, _ in requests],
+            "e": [start + (at + length) / 4 for at, length, _ in requests],
+        },
+        schema={"_row": pl.UInt32, "ok": pl.Boolean, "s": pl.Float64, "e": pl.Float64},
+    )
+    order = list(range(len(lines)))
+    rnd.shuffle(order)
+    shuffled = records[order]
+    by_sort = records.sort("at", "source")
+    assert in_time_order(shuffled["at"], shuffled["source"]) == shuffled.equals(by_sort)
+    none = pl.DataFrame(schema={"_row": pl.UInt32, "instance": pl.Utf8})
+    sorted_got = match_by_time(by_sort, timed, 0.0, none).sort("_row")
+    assert match_by_time(shuffled, timed, 0.0, none).sort("_row").equals(sorted_got)
 
 
 @settings(max_examples=80, deadline=None)
