@@ -295,7 +295,12 @@ def by_row(decided: pl.DataFrame, height: int) -> pl.DataFrame:
     was decided: gathered by position, not joined on millions of keys."""
     where = np.full(height, -1, dtype=np.int64)
     where[decided["_row"].to_numpy()] = np.arange(decided.height)
-    return decided.gather(pl.Series(where).set(pl.Series(where < 0), None))
+    # a column of nulls stays one null (gathered, 6.6M of them were 0.26 GB at 20M)
+    empty = {c: t for c, t in decided.schema.items() if decided[c].null_count() == decided.height}
+    laid = decided.drop(*empty).gather(pl.Series(where).set(pl.Series(where < 0), None))
+    return laid.with_columns(pl.lit(None, dtype=t).alias(c) for c, t in empty.items()).select(
+        decided.columns
+    )
 
 
 def attribute(
@@ -662,14 +667,15 @@ def match_by_time(
             lo, hi = req_times["s"][order], req_times["e"][order]
         else:
             lo = hi = anchors
-        rec_pos = np.flatnonzero(rec_mask)
-        points, tols = rec_at[rec_pos], rec_tol[rec_pos]
+        every = bool(rec_mask.all())  # every record (often the first pass): no copies
+        rec_pos = None if every else np.flatnonzero(rec_mask)
+        points, tols = (rec_at, rec_tol) if every else (rec_at[rec_pos], rec_tol[rec_pos])
         picks = pair_windows(points, tols, lo, hi)
         del points, tols, lo, hi  # (each as long as the pass: 50 MB at 20M)
         got = np.flatnonzero(picks >= 0)
         windows = picks[got]
         del picks
-        rec_got = rec_pos[got]
+        rec_got = got if every else rec_pos[got]
         del rec_pos, got
         rec_free[rec_got] = False
         req_pos = order[windows]

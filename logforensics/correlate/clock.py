@@ -584,40 +584,57 @@ def _score(evidence: list[Echoes], offset: float) -> tuple[int, float | None]:
         if not len(e.points) or not len(e.anchors):
             continue
         shifted = e.anchors + offset
-        last = len(shifted) - 1
-        found = np.searchsorted(shifted, e.points, side="left")  # the first at or after
-        # (in place where it can: each array is as long as the records, 6.5M at 20M)
-        at = np.minimum(found, last)
-        after = shifted[at]
-        np.subtract(found, 1, out=at)
-        np.maximum(at, 0, out=at)
-        before = shifted[at]
-        del at, shifted
-        # an anchor in [point - tol, point) or in [point, point + width + tol]
-        edge = e.points - MATCH_TOLERANCE_S
-        ok = before >= edge
-        ok &= found > 0
-        np.add(e.points, e.widths, out=edge)
-        edge += MATCH_TOLERANCE_S
-        reach = after <= edge
-        reach &= found <= last
-        ok |= reach
-        del edge, reach, found
-        count = int(np.count_nonzero(ok))
-        matched += count
-        if count:
-            # the nearer of the two neighbours (at either end of the anchors both are the
-            # end one: `_nearest`'s pair, searched once)
-            points = e.points[ok]
-            before, after = before[ok], after[ok]
-            np.subtract(points, before, out=before)
-            np.abs(before, out=before)
-            np.subtract(points, after, out=after)
-            np.abs(after, out=after)
-            distances.append(np.minimum(before, after, out=before))
+        # the records a part at a time: each part's arrays, not eight as long as the records
+        # (6.5M at 20M: 0.4 GB, in each of the two fits run at once)
+        for at in range(0, len(e.points), SCORE_CHUNK):
+            part = slice(at, at + SCORE_CHUNK)
+            count, near = _score_part(shifted, e.points[part], e.widths[part])
+            matched += count
+            if count:
+                distances.append(near)
     if not matched:
         return 0, None
     return matched, float(np.median(np.concatenate(distances)))
+
+
+SCORE_CHUNK = 1 << 20  # records `_score` scores at a time
+
+
+def _score_part(
+    shifted: np.ndarray, points: np.ndarray, widths: np.ndarray
+) -> tuple[int, np.ndarray]:
+    """`_score` of some records (sorted, as `points`) against all the shifted anchors: how
+    many fit, and the distance of each that fits to its nearer neighbour."""
+    last = len(shifted) - 1
+    found = np.searchsorted(shifted, points, side="left")  # the first at or after
+    at = np.minimum(found, last)
+    after = shifted[at]
+    np.subtract(found, 1, out=at)
+    np.maximum(at, 0, out=at)
+    before = shifted[at]
+    del at
+    # an anchor in [point - tol, point) or in [point, point + width + tol]
+    edge = points - MATCH_TOLERANCE_S
+    ok = before >= edge
+    ok &= found > 0
+    np.add(points, widths, out=edge)
+    edge += MATCH_TOLERANCE_S
+    reach = after <= edge
+    reach &= found <= last
+    ok |= reach
+    del edge, reach, found
+    count = int(np.count_nonzero(ok))
+    if not count:
+        return 0, np.zeros(0)
+    # the nearer of the two neighbours (at either end of the anchors both are the end one:
+    # `_nearest`'s pair, searched once)
+    points = points[ok]
+    before, after = before[ok], after[ok]
+    np.subtract(points, before, out=before)
+    np.abs(before, out=before)
+    np.subtract(points, after, out=after)
+    np.abs(after, out=after)
+    return count, np.minimum(before, after, out=before)
 
 
 INSTANCE_MIN_MATCHES = 5
