@@ -13,7 +13,7 @@ from logforensics.analysis import Options, analyze
 from logforensics.correlate.attribute import match_by_time, next_step_starts
 from logforensics.correlate.balance import chi_square_even
 from logforensics.correlate.clock import zone_hint
-from logforensics.correlate.proxy import COUNTS_MAX_LAG_S, PerSecond
+from logforensics.correlate.proxy import COUNTS_MAX_LAG_S, PerSecond, inference_lines
 from logforensics.correlate.records import in_time_order, step_label_key
 from logforensics.correlate.steps import PLACED_BY_TIME, could_be_another_steps
 from tests import scenario
@@ -295,6 +295,40 @@ def test_a_late_answer_goes_to_the_failure_at_whose_end_it_left_and_not_to_the_n
     placed = dict(zip(got["_row"].to_list(), got["server_source"].to_list(), strict=True))
     assert placed == {1: 11, 2: 12}, placed
     assert got["late"].all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 20),
+            st.sampled_from(["/v1/chat/completions", "/v1/completions", "/health", None]),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.booleans(),
+)
+def test_inference_lines_are_the_inference_calls_in_time_order(lines, in_order):
+    """A proxy log in time order of inference calls only is used as it is (no copy); any
+    other is filtered and sorted: either way the lines are the inference calls (a line
+    without a path included), by stamp and then by their place in the log."""
+    t0 = dt.datetime(2026, 12, 6, tzinfo=dt.UTC)
+    stamps = sorted(at for at, _ in lines) if in_order else [at for at, _ in lines]
+    proxy = pl.DataFrame(
+        {
+            "at": [t0 + dt.timedelta(milliseconds=at) for at in stamps],
+            "path": pl.Series([path for _, path in lines], dtype=pl.Categorical),
+            "http_status": pl.Series([200] * len(lines), dtype=pl.Int16),
+            "source": [10 + k for k in range(len(lines))],
+        }
+    ).with_columns(pl.col("at").dt.cast_time_unit("us"))
+    got = inference_lines(proxy, ("at", "http_status"))
+    want = proxy.filter(
+        pl.col("path").cast(pl.Utf8).str.contains("completions") | pl.col("path").is_null()
+    ).sort("at", "source", maintain_order=True)
+    assert got["source"].to_list() == want["source"].to_list()
+    assert got["_line"].to_list() == list(range(want.height))
 
 
 @settings(max_examples=60, deadline=None)

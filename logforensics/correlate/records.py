@@ -21,7 +21,7 @@ def in_time_order(times: pl.Series, sources: pl.Series) -> bool:
     rows already in order would copy every column for nothing."""
     if times.len() < 2:
         return True
-    gap = np.diff(times.to_numpy())
+    gap = np.diff(times.to_physical().to_numpy())  # (a datetime as its integer)
     return bool(((gap > 0) | ((gap == 0) & (np.diff(sources.to_numpy()) > 0))).all())
 
 
