@@ -35,13 +35,13 @@ PLAN_FILE = "plan.json"  # written first: the files a dataset is of, for a rerun
 # HTTP statuses are Int16 (`model.STATUS`), a client's step, concurrency, index and
 # output tokens Int32 (`model.COUNT`); 4: `proxy_requests` has `attempts` and
 # `also_reached` (a proxy's retries); 5: `client_requests` has `ttft_s` (the tester's time
-# to first token)
-TABLES_VERSION = 5
+# to first token); 6: `client_requests`' `error` is a label (a dictionary-encoded string)
+TABLES_VERSION = 6
 # A dataset of version 2 holds every column of 3 (`peer` besides; statuses and counts as
 # Int64), one of 3 every column of 4 but the retries (read as not logged): their entries
 # are read as they are (conformed to the model); one of 4 every column of 5 but `ttft_s`
-# (read as not recorded).
-READABLE_VERSIONS = {2, 3, 4, TABLES_VERSION}
+# (read as not recorded); one of 5 every column of 6 (its `error` text read as a label).
+READABLE_VERSIONS = {2, 3, 4, 5, TABLES_VERSION}
 
 
 class TablesError(Exception):

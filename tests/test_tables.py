@@ -108,7 +108,7 @@ def test_a_version_2_dataset_with_its_peer_column_reads_the_same(tmp_path, monke
     manifest_path.write_text(json.dumps({**manifest, "version": 1}))
     result = runner.invoke(cli, ["analyze", "--tables", "whole", "--json", "x.json"])
     assert result.exit_code == 2
-    assert "dataset of version 2, 3, 4 or 5 (found logforensics-tables 1)" in result.output
+    assert "dataset of version 2, 3, 4, 5 or 6 (found logforensics-tables 1)" in result.output
 
 
 def test_the_same_file_in_two_datasets_is_read_once(tmp_path, monkeypatch):
