@@ -51,9 +51,13 @@ def identity_matches(client: pl.DataFrame, server: pl.DataFrame, offset_s: float
     """
     out = []
     server_ids = with_request_keys(server.filter(pl.col("request_id").is_not_null()))
-    if server_ids.height:  # (the client's ids copied only then: 220 MB of text at 20M)
-        left = client.select("_row", "request_id").filter(pl.col("request_id").is_not_null())
-    if server_ids.height and left.height:
+    # (the client's ids copied only where a server logs ids: 220 MB of text at 20M)
+    left = (
+        client.select("_row", "request_id").filter(pl.col("request_id").is_not_null())
+        if server_ids.height
+        else None
+    )
+    if left is not None and left.height:
         left = with_request_keys(left).select("_row", "_key")
         # vLLM's completions API runs prompt n as engine request `<id>-<n>`; its log
         # lines and spans name only that, the client `<id>` (the response's or its own)
@@ -649,8 +653,9 @@ def match_by_time(
     req_free = np.ones(reqs.height, dtype=bool)
     picked: list[tuple[np.ndarray, np.ndarray, np.ndarray, bool]] = []
 
-    # the requests' times as arrays (views: none is null here), ordered per pass by numpy
-    # (a frame's filter and sort copied four columns twice a pass: 0.4 GB at 20M)
+    # the requests' times as arrays (views: none is null here), each pass taking them in the
+    # order a sort of its anchor and position alone gives (a filter and a sort of all four
+    # columns copied them twice a pass: 0.4 GB at 20M)
     req_times = {c: reqs[c].rechunk().to_numpy() for c in ("s", "e", "_late_until")}
 
     def assign(rec_mask: np.ndarray, req_mask: np.ndarray, anchor: str, how: str) -> None:
