@@ -617,7 +617,7 @@ def match_by_time(
     )
     # records come sorted (`inference_records`, the proxy's lines): then a sort would only
     # copy them (0.2 GB at 20M)
-    if recs["at"].null_count() or not in_time_order(recs["at"], recs["source"]):
+    if not in_time_order(recs["at"], recs["source"]):
         recs = recs.filter(  # an unstamped record cannot be placed in time
             pl.col("at").is_not_null()
         ).sort("at", "source")

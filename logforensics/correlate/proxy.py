@@ -501,12 +501,12 @@ def inference_lines(proxy: pl.DataFrame, columns: tuple[str, ...] = LINE_COLUMNS
     else:
         lines = (
             proxy.lazy()  # (lazy: the filter then copies only the columns selected after it)
-            .filter(pl.col("path").is_null() | is_inference_path(proxy["path"]))
+            .filter(pl.col("path").is_null() | is_inference_path(paths))  # (the distinct ones)
             .select(*columns)
             .collect()
         )
     lines = lines.with_columns(pl.lit(_stamp_precision(proxy)).alias("at_precision_s"))
-    if lines["at"].null_count() or not in_time_order(lines["at"], lines["source"]):
+    if not in_time_order(lines["at"], lines["source"]):
         # lines stamped alike (nginx's $msec: many a millisecond) keep the log's order
         lines = lines.sort("at", "source", maintain_order=True)
     return lines.with_row_index("_line").with_columns(pl.col("_line").alias("instance"))

@@ -17,8 +17,10 @@ def seconds(col: str) -> pl.Expr:
 
 
 def in_time_order(times: pl.Series, sources: pl.Series) -> bool:
-    """Whether rows are sorted by time, then source (no nulls among the times): a sort of
-    rows already in order would copy every column for nothing."""
+    """Whether rows are sorted by time, then source, with every time known: a sort of rows
+    already in order would copy every column for nothing."""
+    if times.null_count():
+        return False
     if times.len() < 2:
         return True
     gap = np.diff(times.to_physical().to_numpy())  # (a datetime as its integer)
