@@ -52,6 +52,8 @@ SPECS = [
     "logforensics.ingest.testers.generic:normalise_generic",
     "logforensics.ingest.evidence:*",
     "logforensics.correlate.steps:assign_steps",
+    "logforensics.held:Held.take",
+    "logforensics.held:Held.restore",
     "logforensics.correlate.clock:estimate_offset",
     "logforensics.correlate.proxy:fit_clock",
     "logforensics.correlate.clock:align_instances",

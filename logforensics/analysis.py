@@ -21,6 +21,7 @@ from logforensics import tables as datasets
 from logforensics.correlate import attribute, balance, clock, proxy, reach, steps
 from logforensics.correlate.records import MATCH_TOLERANCE_S, connect_target, inference_records
 from logforensics.diagnose import Finding, Thresholds, Verdict, diagnose
+from logforensics.held import Held, ids_joined
 from logforensics.ingest import InputError, ParseContext, SourceFile, prometheus_api
 from logforensics.ingest.inputs import InputFile, Inputs, combine, expand, load
 from logforensics.model import Capacity, OverallBalance, Step
@@ -281,8 +282,13 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
             options.instance_labels,
         )
     tables = inputs.tables
-    client = tables["client_requests"]
-    client = steps.assign_steps(client)
+    client = steps.assign_steps(tables["client_requests"])
+    held = None  # the client's ids, where nothing but the report reads them
+    if not ids_joined(tables) and client["request_id"].null_count() < client.height:
+        client, held = Held.take(client, "request_id")
+        tables["client_requests"] = tables["client_requests"].with_columns(
+            pl.lit(None, dtype=held.dtype).alias(held.column)
+        )
     records = inference_records(tables["server_requests"])
     times = clock.RequestTimes.of(client)  # (sorted once for the three fits)
     offset, proxy_clock = fit_clocks(times, tables, records, options)
@@ -344,6 +350,10 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
             events=tables["engine_events"],
         )
     )
+    if held is not None:
+        values = held.values()
+        requests = held.restore(requests, values)
+        tables["client_requests"] = held.restore(tables["client_requests"], values)
     return Analysis(
         verdict=verdict,
         requests=requests,
