@@ -297,6 +297,41 @@ def test_a_late_answer_goes_to_the_failure_at_whose_end_it_left_and_not_to_the_n
     assert got["late"].all()
 
 
+@pytest.mark.parametrize(
+    ("offset", "after_s", "placed"),
+    [(250.0, 120.0, True), (-250.0, 400.0, False), (0.0, 290.0, True), (0.0, 310.0, False)],
+)
+def test_the_late_window_is_on_the_servers_clock(offset, after_s, placed):
+    """A late answer is looked for up to LATE_ARRIVAL_S (300 s) after the client gave up,
+    both ends read on the servers' clock: with the servers 250 s ahead, a 200 line 120 s
+    after the timeout is its answer, and with them 250 s behind one 400 s after is not
+    (the window's end was once left on the client's clock: 50 s long, then 550 s)."""
+    t0 = dt.datetime(2026, 12, 7, 9, 0, tzinfo=dt.UTC).timestamp()
+    timed = pl.DataFrame(
+        {
+            "_row": pl.Series([0], dtype=pl.UInt32),
+            "ok": [False],
+            "s": [t0],
+            "e": [t0 + 10],
+            "next_s": [t0 + 3600],
+        }
+    )
+    records = pl.DataFrame(
+        {
+            "at": [dt.datetime.fromtimestamp(t0 + 10 + offset + after_s, dt.UTC)],
+            "at_precision_s": [0.001],
+            "http_status": pl.Series([200], dtype=pl.Int16),
+            "instance": ["instance-1"],
+            "source": [11],
+        }
+    ).with_columns(pl.col("at").dt.cast_time_unit("us"))
+    got = match_by_time(
+        records, timed, offset, pl.DataFrame(schema={"_row": pl.UInt32, "instance": pl.Utf8})
+    )
+    assert (got.height == 1) is placed
+    assert got["late"].all()
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(

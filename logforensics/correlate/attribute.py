@@ -25,6 +25,7 @@ from logforensics.correlate.clock import ClockFit
 from logforensics.correlate.pairing import pair_windows
 from logforensics.correlate.records import (
     MATCH_TOLERANCE_S,
+    by_row,
     engine_requests,
     in_time_order,
     inference_records,
@@ -294,23 +295,6 @@ def next_step_starts(client: pl.DataFrame) -> pl.Series:
     )
 
 
-def by_row(decided: pl.DataFrame, height: int) -> pl.DataFrame:
-    """`decided` (a `_row` each, at most once) laid out one row per request, nulls where none
-    was decided: gathered by position, not joined on millions of keys."""
-    # positions as polars gathers by (UInt32: an Int64 was cast, copied, and masked again)
-    where = np.zeros(height, dtype=np.uint32)
-    rows = decided["_row"].to_numpy()
-    where[rows] = np.arange(decided.height, dtype=np.uint32)
-    undecided = np.ones(height, dtype=bool)
-    undecided[rows] = False
-    # a column of nulls stays one null (gathered, 6.6M of them were 0.26 GB at 20M)
-    empty = {c: t for c, t in decided.schema.items() if decided[c].null_count() == decided.height}
-    laid = decided.drop(*empty).gather(pl.Series(where).set(pl.Series(undecided), None))
-    return laid.with_columns(pl.lit(None, dtype=t).alias(c) for c, t in empty.items()).select(
-        decided.columns
-    )
-
-
 def attribute(
     client: pl.DataFrame,
     server: pl.DataFrame,
@@ -380,7 +364,9 @@ def attribute(
     access_of_pinned = by_time.filter("pinned").select(
         "_row", pl.col("server_source").alias("_access")
     )
-    by_time = by_time.filter(~pl.col("pinned")).select(
+    if access_of_pinned.height:  # (a filter copies every match: 0.25 GB at 20M)
+        by_time = by_time.filter(~pl.col("pinned"))
+    by_time = by_time.select(
         "_row",
         "instance",
         model.label("time_window").alias("match_key"),
@@ -607,10 +593,32 @@ def match_by_time(
     `ambiguous`, `late` and `pinned` (the request was tied beforehand) for the requests
     that got a record.
     """
+    return _laid_out(*_passes(records, timed, offset, pinned, arrivals_logged_by))
+
+
+def _passes(
+    records: pl.DataFrame,
+    timed: pl.DataFrame,
+    offset: float,
+    pinned: pl.DataFrame,
+    arrivals_logged_by: frozenset[str],
+) -> tuple[pl.Series, pl.DataFrame, list[tuple]]:
+    """`match_by_time`'s passes: the requests' `_row`s, the records' instance, source and
+    stamp, and each pass's picks (request positions, record positions, ambiguous, late,
+    pinned)."""
+    # one tolerance for every record (a log's stamps share a precision) stays one number
+    # (as an array, 50 MB at 20M, and again in each pass's negated and gathered copies)
+    spread = records.select(
+        pl.col("at_precision_s").fill_null(0.0).min().alias("lo"),
+        pl.col("at_precision_s").fill_null(0.0).max().alias("hi"),
+    ).row(0)
+    shared = spread[0] + MATCH_TOLERANCE_S if records.height and spread[0] == spread[1] else None
     recs = records.select(
         seconds("at").alias("at"),
         pl.col("at").alias("_stamp"),
-        (pl.col("at_precision_s").fill_null(0.0) + MATCH_TOLERANCE_S).alias("tol"),
+        (pl.col("at_precision_s").fill_null(0.0) + MATCH_TOLERANCE_S).alias("tol")
+        if shared is None
+        else pl.lit(shared, dtype=pl.Float64).alias("tol"),
         pl.col("http_status").is_between(200, 299).fill_null(False).alias("ok"),
         "instance",
         "source",
@@ -623,15 +631,7 @@ def match_by_time(
         ).sort("at", "source")
     if timed["e"].null_count():  # nor can a request without an end
         timed = timed.filter(pl.col("e").is_not_null())
-    reqs = timed.with_columns(
-        (pl.col("s") + offset).alias("s"),
-        (pl.col("e") + offset).alias("e"),
-        # a late line is no later than the run's next step (it would be that step's)
-        pl.min_horizontal(
-            pl.col("e") + LATE_ARRIVAL_S,
-            pl.col("next_s") + offset if "next_s" in timed.columns else pl.lit(np.inf),
-        ).alias("_late_until"),
-    )
+    reqs = timed.with_columns((pl.col("s") + offset).alias("s"), (pl.col("e") + offset).alias("e"))
     if pinned.is_empty():  # (a join would copy every column of 6.6M requests for nothing)
         reqs = reqs.with_columns(
             pl.lit(None, dtype=pinned.schema["instance"]).alias("_inst"),
@@ -645,7 +645,15 @@ def match_by_time(
             maintain_order="left",
         ).with_columns(pl.col("_pinned").fill_null(False))
     reqs = reqs.with_row_index("_pos")
-    rec_at, rec_tol = recs["at"].to_numpy(), recs["tol"].to_numpy()
+    rec_at = recs["at"].to_numpy()
+    rec_tol = recs["tol"].to_numpy() if shared is None else None
+
+    def tol_at(pos: np.ndarray | None) -> np.ndarray:
+        """The records' tolerances at `pos` (None: all)."""
+        if shared is not None:
+            return np.broadcast_to(np.float64(shared), recs.height if pos is None else len(pos))
+        return rec_tol if pos is None else rec_tol[pos]
+
     rec_ok = recs["ok"].to_numpy()
     rec_free = np.ones(recs.height, dtype=bool)
     req_pinned = reqs["_pinned"].to_numpy()
@@ -656,7 +664,9 @@ def match_by_time(
     # the requests' times as arrays (views: none is null here), each pass taking them in the
     # order a sort of its anchor and position alone gives (a filter and a sort of all four
     # columns copied them twice a pass: 0.4 GB at 20M)
-    req_times = {c: reqs[c].rechunk().to_numpy() for c in ("s", "e", "_late_until")}
+    req_times = {c: reqs[c].rechunk().to_numpy() for c in ("s", "e")}
+    # (the client's clock, as `s`; a request of no step has none: +inf)
+    next_s = reqs["next_s"].rechunk().to_numpy() if "next_s" in reqs.columns else None
 
     def assign(rec_mask: np.ndarray, req_mask: np.ndarray, anchor: str, how: str) -> None:
         if not rec_mask.any() or not req_mask.any():
@@ -670,15 +680,19 @@ def match_by_time(
             .to_numpy()
         )
         anchors = req_times[anchor][order]
-        if how == "late":  # the window opens at the client's end and stays open a while
-            lo, hi = req_times["e"][order], req_times["_late_until"][order]
+        if how == "late":  # the window opens at the client's end and stays open a while,
+            # no later than the run's next step (a line then would be that step's)
+            lo = req_times["e"][order]
+            hi = lo + LATE_ARRIVAL_S
+            if next_s is not None:
+                np.fmin(hi, next_s[order] + offset, out=hi)
         elif how == "window":
             lo, hi = req_times["s"][order], req_times["e"][order]
         else:
             lo = hi = anchors
         every = bool(rec_mask.all())  # every record (often the first pass): no copies
         rec_pos = None if every else np.flatnonzero(rec_mask)
-        points, tols = (rec_at, rec_tol) if every else (rec_at[rec_pos], rec_tol[rec_pos])
+        points, tols = (rec_at, tol_at(None)) if every else (rec_at[rec_pos], tol_at(rec_pos))
         picks = pair_windows(points, tols, lo, hi)
         del points, tols, lo, hi  # (each as long as the pass: 50 MB at 20M)
         got = np.flatnonzero(picks >= 0)
@@ -691,12 +705,18 @@ def match_by_time(
         del order
         req_free[req_pos] = False
         # another request finished about as close: which of the two got this line is a guess
-        following = np.minimum(windows + 1, len(anchors) - 1)
-        ambiguous = (
-            (windows + 1 < len(anchors))
-            & (np.abs(anchors[following] - rec_at[rec_got]) <= rec_tol[rec_got])
-            & (how != "pinned")
-        )
+        # (in place: at 20M each array as long as the pass is 50 MB, and the expression
+        # held five at once)
+        last = len(anchors) - 1
+        following = windows + 1
+        np.minimum(following, last, out=following)
+        gap = anchors[following]
+        del anchors, following
+        gap -= rec_at[rec_got]
+        np.abs(gap, out=gap)
+        ambiguous = gap <= tol_at(rec_got)
+        del gap
+        ambiguous &= (windows < last) & (how != "pinned")
         picked.append((req_pos, rec_got, ambiguous, how.startswith("late"), how == "pinned"))
 
     def free_records(ok: bool) -> np.ndarray:
@@ -735,20 +755,26 @@ def match_by_time(
     assign(free_records(True) & blind, free_requests(False), "e", "late_at_end")
     assign(free_records(True) & blind, free_requests(False), "e", "late")
 
+    return reqs["_row"], recs.select("instance", "source", "_stamp"), picked
+
+
+def _laid_out(rows: pl.Series, recs: pl.DataFrame, picked: list[tuple]) -> pl.DataFrame:
+    """`match_by_time`'s matches as one table, built once the passes' times and flags are
+    let go (at 20M the attribution's largest moment: 0.2 GB less)."""
     req_pos = np.concatenate([p[0] for p in picked] + [np.zeros(0, np.int64)])
     rec_pos = np.concatenate([p[1] for p in picked] + [np.zeros(0, np.int64)])
+    flags = {
+        "ambiguous": np.concatenate([p[2] for p in picked] + [np.zeros(0, bool)]),
+        "late": np.concatenate([np.full(len(p[0]), p[3]) for p in picked] + [np.zeros(0, bool)]),
+        "pinned": np.concatenate([np.full(len(p[0]), p[4]) for p in picked] + [np.zeros(0, bool)]),
+    }
+    picked.clear()
     return pl.DataFrame(
         {
-            "_row": reqs["_row"].gather(req_pos),
+            "_row": rows.gather(req_pos),
             "instance": recs["instance"].gather(rec_pos),
             "server_source": recs["source"].gather(rec_pos).cast(model.SOURCE),
             "answer_at": recs["_stamp"].gather(rec_pos),
-            "ambiguous": np.concatenate([p[2] for p in picked] + [np.zeros(0, bool)]),
-            "late": np.concatenate(
-                [np.full(len(p[0]), p[3]) for p in picked] + [np.zeros(0, bool)]
-            ),
-            "pinned": np.concatenate(
-                [np.full(len(p[0]), p[4]) for p in picked] + [np.zeros(0, bool)]
-            ),
+            **flags,
         }
     )

@@ -165,7 +165,9 @@ def pair_windows(
         picks[known] = pair_windows(points[known], tols[known], lo, hi)
         return picks
     first = first_reaching(hi, tols, points, strict=False)
-    stop = first_reaching(lo, -tols, points, strict=True)
+    # (a tolerance shared by all, a broadcast number, stays one: negated, it was a copy)
+    negated = np.broadcast_to(-tols[:1], tols.shape) if tols.strides == (0,) else -tols
+    stop = first_reaching(lo, negated, points, strict=True)
     return pair_in_order(first, stop)
 
 
