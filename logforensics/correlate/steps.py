@@ -441,6 +441,7 @@ def summarise(
         ),
         "!@": by_step.count_where(client["reached_instance"], failed_here),
     }
+    del pairs, uncertain, by_step, failed_here  # (counted: 0.14 GB at 20M, not held on)
     outcomes: dict[tuple, dict[str, int]] = {}
     for run, step, outcome, n in (
         client.filter(failed)

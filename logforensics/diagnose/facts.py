@@ -198,7 +198,10 @@ def build(
     )
     stats = kv_columns(tables["engine_stats"])
     mapping = {a: i for a, i in (upstreams or {}).items() if i}
-    pairs = measured.select("proxy_upstream", "proxy_instance").drop_nulls().unique()
+    # (lazy: 2 MB for the distinct pairs of 6.6M requests at 20M, 0.34 GB eager)
+    pairs = (
+        measured.lazy().select("proxy_upstream", "proxy_instance").drop_nulls().unique().collect()
+    )
     for address, name in pairs.sort(pl.all()).iter_rows():
         mapping.setdefault(address, name)
     candidates = _candidates(failures, instances, pad_s)
