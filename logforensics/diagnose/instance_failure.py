@@ -99,12 +99,21 @@ AFTER = Signal(
 
 def last_lines(facts: Facts) -> pl.DataFrame:
     """Each instance's last sign of life: its log's end, and the last line read in it."""
-    rows = pl.concat(
-        [f.select("instance", "at", "source") for f in (facts.server, facts.stats, facts.events)]
-    ).filter(pl.col("at").is_not_null() & pl.col("instance").is_in(facts.instances))
-    last = rows.group_by("instance").agg(
-        pl.col("at").max().alias("last_row_at"),
-        pl.col("source").get(pl.col("at").arg_max()).alias("last_source"),
+    # (a query: the rows of every access line filtered and grouped eagerly were 0.2 GB at 20M)
+    last = (
+        pl.concat(
+            [
+                f.lazy().select("instance", "at", "source")
+                for f in (facts.server, facts.stats, facts.events)
+            ]
+        )
+        .filter(pl.col("at").is_not_null() & pl.col("instance").is_in(facts.instances))
+        .group_by("instance")
+        .agg(
+            pl.col("at").max().alias("last_row_at"),
+            pl.col("source").get(pl.col("at").arg_max()).alias("last_source"),
+        )
+        .collect()
     )
     ends = pl.DataFrame(
         {
