@@ -324,6 +324,41 @@ def nulls_as_literals(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.lit(None, dtype=frame.schema[name]).alias(name) for name in empty)
 
 
+def constants_as_literals(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with each column of one value (or only nulls) kept as that one value.
+
+    A table's method, path, precision or proxy is often one value in every row (20M: a
+    quarter GB of such columns in the tables the analysis holds). Compared by their
+    extremes, found in one pass (labels by their codes; text is left as it is).
+    """
+    frame = nulls_as_literals(frame)
+    if frame.height < 2:
+        return frame
+    full = [
+        (name, dtype)
+        for name, dtype in frame.schema.items()
+        if (dtype.is_numeric() or dtype.is_temporal() or dtype in (pl.Boolean, LABEL))
+        and not frame[name].null_count()
+    ]
+    if not full:
+        return frame
+
+    def code(name: str, dtype: pl.DataType) -> pl.Expr:
+        return pl.col(name).to_physical() if dtype == LABEL else pl.col(name)
+
+    ends = frame.select(
+        expr
+        for name, dtype in full
+        for expr in (code(name, dtype).min().alias(f"{name}<"), code(name, dtype).max())
+    ).row(0)
+    one = [full[i] for i in range(len(full)) if ends[2 * i] == ends[2 * i + 1]]
+    if not one:
+        return frame
+    return frame.with_columns(
+        pl.lit(frame[name][0], dtype=dtype).alias(name) for name, dtype in one
+    )
+
+
 def conform(table: str | dict[str, pl.DataType], frame: pl.DataFrame) -> pl.DataFrame:
     """Give a frame exactly a schema's columns, in order, with their dtypes: a parsed
     table's (by name, `SCHEMAS`) or another declared one (`REQUESTS`)."""

@@ -282,7 +282,7 @@ def combine(read: Read, instance_labels: dict[str, str] | None = None) -> Inputs
         [f for f in collected["client_requests"] if f.height]
     )
     tables = {  # (a column no file filled as one null: a dataset's 20M client table, 270 MB)
-        name: model.nulls_as_literals(pl.concat(frames)) if frames else model.empty(name)
+        name: model.constants_as_literals(pl.concat(frames)) if frames else model.empty(name)
         for name, frames in collected.items()
     }
     tables["client_requests"], repeats = evidence.drop_repeated_rows(tables["client_requests"])
