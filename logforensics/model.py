@@ -325,15 +325,26 @@ def nulls_as_literals(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def constants_as_literals(frame: pl.DataFrame) -> pl.DataFrame:
-    """`frame` with each column of one value (or only nulls) kept as that one value.
+    """`frame` with each column of one value (`one_valued`) kept as that one value.
 
     A table's method, path, precision or proxy is often one value in every row (20M: a
-    quarter GB of such columns in the tables the analysis holds). Compared by their
-    extremes, found in one pass (labels by their codes; text is left as it is).
+    quarter GB of such columns in the tables the analysis holds), held as a literal as a
+    column of nulls is (`nulls_as_literals`).
     """
     frame = nulls_as_literals(frame)
-    if frame.height < 2:
+    one = one_valued(frame)
+    if not one:
         return frame
+    return frame.with_columns(
+        pl.lit(frame[name][0], dtype=frame.schema[name]).alias(name) for name in one
+    )
+
+
+def one_valued(frame: pl.DataFrame) -> list[str]:
+    """The columns of two rows or more holding one value and no null, compared by their
+    extremes in one pass (labels by their codes; text is not compared)."""
+    if frame.height < 2:
+        return []
     full = [
         (name, dtype)
         for name, dtype in frame.schema.items()
@@ -341,7 +352,7 @@ def constants_as_literals(frame: pl.DataFrame) -> pl.DataFrame:
         and not frame[name].null_count()
     ]
     if not full:
-        return frame
+        return []
 
     def code(name: str, dtype: pl.DataType) -> pl.Expr:
         return pl.col(name).to_physical() if dtype == LABEL else pl.col(name)
@@ -351,12 +362,7 @@ def constants_as_literals(frame: pl.DataFrame) -> pl.DataFrame:
         for name, dtype in full
         for expr in (code(name, dtype).min().alias(f"{name}<"), code(name, dtype).max())
     ).row(0)
-    one = [full[i] for i in range(len(full)) if ends[2 * i] == ends[2 * i + 1]]
-    if not one:
-        return frame
-    return frame.with_columns(
-        pl.lit(frame[name][0], dtype=dtype).alias(name) for name, dtype in one
-    )
+    return [name for i, (name, _) in enumerate(full) if ends[2 * i] == ends[2 * i + 1]]
 
 
 def conform(table: str | dict[str, pl.DataType], frame: pl.DataFrame) -> pl.DataFrame:

@@ -285,6 +285,46 @@ def test_columns_of_nulls_kept_as_literals_read_the_same():
     assert model.nulls_as_literals(joined.clear()).schema == joined.schema
 
 
+def test_columns_of_one_value_kept_as_literals_read_the_same():
+    """`model.constants_as_literals` keeps a column of one value (a label, a stamp with its
+    zone, a number, a flag) as that value, and leaves a column with two values, or with a
+    value and a null, or of text, as it was: the frame reads the same, its types unchanged."""
+    from logforensics import model
+
+    at = dt.datetime(2026, 2, 24, 6, 0, tzinfo=dt.timezone.utc)
+    frame = pl.DataFrame(
+        {
+            "method": ["POST", "POST", "POST"],
+            "path": ["/v1/completions", "/v1/chat/completions", "/v1/completions"],
+            "at": [at, at, at],
+            "at_precision_s": [1e-6, 1e-6, 1e-6],
+            "ok": [True, True, True],
+            "status": [200, None, 200],
+            "id": ["a", "a", "a"],
+            "nothing": [None, None, None],
+        },
+        schema={
+            "method": model.LABEL,
+            "path": model.LABEL,
+            "at": pl.Datetime("us", "UTC"),
+            "at_precision_s": pl.Float64,
+            "ok": pl.Boolean,
+            "status": pl.Int16,
+            "id": pl.Utf8,
+            "nothing": pl.Int64,
+        },
+    )
+    assert model.one_valued(frame) == ["method", "at", "at_precision_s", "ok"]
+    kept = model.constants_as_literals(frame)
+    assert_frame_equal(kept, frame)
+    assert kept.schema == frame.schema
+    assert kept.filter(pl.col("method") == "POST").height == 3
+    assert kept.select(pl.col("path").cast(pl.Utf8).unique().len()).item() == 2
+    assert kept["status"].to_list() == [200, None, 200]
+    assert model.one_valued(frame.head(1)) == []
+    assert model.constants_as_literals(frame.head(1)).equals(frame.head(1))
+
+
 # ---------------------------------------------------------------- a log in pieces (`--ray`)
 
 
