@@ -31,7 +31,7 @@ class Held:
         return frame.with_columns(pl.lit(None, dtype=held.dtype).alias(column)), held
 
     def values(self) -> pl.DataFrame:
-        return pl.read_parquet(io.BytesIO(self.parquet)).rechunk()
+        return pl.read_parquet(io.BytesIO(self.parquet))
 
     def restore(self, frame: pl.DataFrame, values: pl.DataFrame | None = None) -> pl.DataFrame:
         """`frame` (rows of the frame it was taken from, in any order) with the column back.
