@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from logforensics.correlate.pairing import first_reaching, pair_windows, pair_within
+from logforensics.correlate.pairing import first_reaching, pair_windows, pair_within, parts
 from logforensics.correlate.records import (
     MATCH_TOLERANCE_S,
     engine_requests,
@@ -586,8 +586,7 @@ def _score(evidence: list[Echoes], offset: float) -> tuple[int, float | None]:
         # the records a part at a time: each part's arrays, not eight as long as the records
         # (6.5M at 20M: 0.4 GB, in each of the two fits run at once); the anchors searched
         # as shifted without a shifted copy of them (50 MB in each fit)
-        for at in range(0, len(e.points), SCORE_CHUNK):
-            part = slice(at, at + SCORE_CHUNK)
+        for part in parts(len(e.points), SCORE_CHUNK):
             count, near = _score_part(e.anchors, offset, e.points[part], e.widths[part])
             matched += count
             if count:

@@ -4,6 +4,8 @@ refinement, instance attribution and proxy matching.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 # The one pairing behind clock refinement, upstream mapping and time attribution.
@@ -22,6 +24,13 @@ SCAN_BLOCK = 256  # points composed together before blocks are chained
 # arrays a target) stay this size instead of the targets' (6.6M at 20M: ~50 MB each).
 SEARCH_CHUNK = 1 << 20
 _UNBOUNDED = np.iinfo(np.int64).max // 4
+
+
+def parts(length: int, size: int) -> Iterator[slice]:
+    """`length` items `size` at a time: what bounds a vectorised step's temporaries to one
+    part's instead of the whole array's."""
+    for start in range(0, length, size):
+        yield slice(start, start + size)
 
 
 def pair_in_order(first: np.ndarray, stop: np.ndarray) -> np.ndarray:
@@ -116,8 +125,7 @@ def first_reaching(
     if len(targets) <= SEARCH_CHUNK:
         return _first_reaching_corrected(values, shift, targets, strict)
     found = np.empty(len(targets), dtype=np.int64)
-    for at in range(0, len(targets), SEARCH_CHUNK):  # each target is found on its own
-        part = slice(at, at + SEARCH_CHUNK)
+    for part in parts(len(targets), SEARCH_CHUNK):  # each target is found on its own
         found[part] = _first_reaching_corrected(values, shift[part], targets[part], strict)
     return found
 

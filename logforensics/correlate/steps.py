@@ -17,6 +17,7 @@ import polars as pl
 
 from logforensics import model
 from logforensics.correlate.balance import balance
+from logforensics.correlate.pairing import parts
 from logforensics.correlate.reach import FAILED_AT, client_outcome, failed_at
 from logforensics.correlate.records import MATCH_TOLERANCE_S, step_label_key
 from logforensics.model import BusyAtStart, Capacity, Failures, Latency, Step, source_label
@@ -387,8 +388,7 @@ def could_be_another_steps(client: pl.DataFrame, window_s: float) -> pl.Series:
     )
     own_lo = np.append(spans["lo"].to_numpy() - window_s, np.nan)  # (-1: no span, NaN)
     own_hi = np.append(spans["hi"].to_numpy() + window_s, np.nan)
-    for start in range(0, len(at), OWN_SPAN_CHUNK):
-        part = slice(start, start + OWN_SPAN_CHUNK)
+    for part in parts(len(at), OWN_SPAN_CHUNK):
         end, own = at[part], index[part]
         count[part] -= (end >= own_lo[own]) & (end <= own_hi[own])
     del index
