@@ -268,6 +268,13 @@ def source_remap(frame: pl.DataFrame, prefixes: dict[int, str]) -> pl.DataFrame:
     if "source" not in frame.columns or not prefixes:
         return frame
     here = {old: source_prefix(text) for old, text in prefixes.items()}
+    if len(here) == 1:  # one file's rows, all of one prefix: a shift (a lookup took 0.3 s at 20M)
+        ((old, new),) = here.items()
+        low, high = frame.select(pl.col("source").min().alias("low"), pl.col("source").max()).row(0)
+        if low is None or low // LINE_SPAN == high // LINE_SPAN == old:
+            if new == old:
+                return frame
+            return frame.with_columns(pl.col("source") + (new - old) * LINE_SPAN)
     return frame.with_columns(
         (
             (pl.col("source") // LINE_SPAN).replace_strict(here, return_dtype=SOURCE) * LINE_SPAN

@@ -91,3 +91,7 @@ def test_source_ids_written_by_another_process_are_mapped_to_this_ones():
         "other-process.log:12",
         None,
     ]
+    # one file's rows of two prefixes (a tester's console beside its results): each its own
+    two = pl.DataFrame({"source": [9 * model.LINE_SPAN + 1, 4 * model.LINE_SPAN + 2]})
+    mapped = model.source_remap(two, {9: "other-process.log:", 4: "its-console.txt:"})
+    assert model.source_labels(mapped["source"]) == ["other-process.log:1", "its-console.txt:2"]

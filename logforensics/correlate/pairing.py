@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+import polars as pl
 
 # The one pairing behind clock refinement, upstream mapping and time attribution.
 #
@@ -31,6 +32,25 @@ def parts(length: int, size: int) -> Iterator[slice]:
     part's instead of the whole array's."""
     for start in range(0, length, size):
         yield slice(start, start + size)
+
+
+MERGE_MIN_KEYS = 4096  # below this many keys numpy's search is as quick as a merge
+
+
+def search_sorted(values: np.ndarray, keys: np.ndarray, side: str = "left") -> np.ndarray:
+    """`np.searchsorted(values, keys, side)` for sorted `values`, as a merge where the keys
+    are sorted too: numpy searches each key from the top (at 20M, 100k keys among 6.6M
+    values took 40 ms; polars' as-of join walks both in 8 ms, 6.6M keys in half numpy's time).
+    Keys out of order, or with NaN, take numpy's search."""
+    if len(keys) < MERGE_MIN_KEYS or not len(values) or not (keys[1:] >= keys[:-1]).all():
+        return np.searchsorted(values, keys, side=side)
+    right = pl.DataFrame({"v": values}).with_row_index("i").set_sorted("v")
+    left = pl.DataFrame({"k": keys}).set_sorted("k")
+    # forward: the first value >= the key ("left"), or > it ("right"), as numpy counts them
+    found = left.join_asof(
+        right, left_on="k", right_on="v", strategy="forward", allow_exact_matches=side == "left"
+    )["i"]
+    return found.fill_null(len(values)).to_numpy().astype(np.int64, copy=False)
 
 
 def pair_in_order(first: np.ndarray, stop: np.ndarray) -> np.ndarray:
@@ -121,7 +141,7 @@ def first_reaching(
     """
     side = "right" if strict else "left"
     if len(shift) and len(values) <= len(targets) and (shift == shift[0]).all():
-        return np.searchsorted(values + shift[0], targets, side=side)  # the sums are sorted
+        return search_sorted(values + shift[0], targets, side=side)  # the sums are sorted
     if len(targets) <= SEARCH_CHUNK:
         return _first_reaching_corrected(values, shift, targets, strict)
     found = np.empty(len(targets), dtype=np.int64)
@@ -134,7 +154,7 @@ def _first_reaching_corrected(
     values: np.ndarray, shift: np.ndarray, targets: np.ndarray, strict: bool
 ) -> np.ndarray:
     """`first_reaching` by searching for target - shift and correcting across equal values."""
-    found = np.searchsorted(values, targets - shift, side="right" if strict else "left")
+    found = search_sorted(values, targets - shift, side="right" if strict else "left")
 
     def holds(at: np.ndarray, which: np.ndarray) -> np.ndarray:
         total = values[at] + shift[which]

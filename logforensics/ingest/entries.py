@@ -74,10 +74,45 @@ def _read_table(path: Path) -> pl.DataFrame:
     return model.nulls_as_literals(pl.read_parquet(path)).rechunk()
 
 
-def read_entry(folder: Path) -> tuple[dict, Parsed] | None:
-    """An entry's `file.json` and the file as parsed; None if the entry is incomplete or damaged."""
+def entry_meta(folder: Path) -> dict | None:
+    """An entry's `file.json`; None if the entry is incomplete or damaged."""
     try:
         meta = json.loads((folder / ENTRY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) and meta.keys() >= ENTRY_KEYS else None
+
+
+# what every `file.json` says of its file (`write_entry`), read before its tables are
+ENTRY_KEYS = frozenset(
+    {
+        "path",
+        "named",
+        "instance",
+        "instance_given",
+        "format",
+        "failure",
+        "resolved",
+        "size",
+        "digest",
+    }
+)
+
+
+def register_prefixes(meta: dict) -> None:
+    """Give an entry's source prefixes this process's ids now, in the order entries are
+    listed: entries read in threads would race to them, and ids break ties in sorts."""
+    kept = meta.get("result")
+    for text in (kept.get("source_prefixes") or {}).values() if isinstance(kept, dict) else ():
+        model.source_prefix(str(text))
+
+
+def read_entry(folder: Path, meta: dict | None = None) -> tuple[dict, Parsed] | None:
+    """An entry's `file.json` (`meta`, if already read) and the file as parsed; None if the
+    entry is incomplete or damaged."""
+    try:
+        if meta is None:
+            meta = json.loads((folder / ENTRY_FILE).read_text(encoding="utf-8"))
         source = SourceFile(Path(meta["path"]), meta["path"], meta["instance"])
         fmt = FILE_FORMATS[meta["format"]] if meta["format"] else None
         result = None
