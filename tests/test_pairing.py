@@ -189,3 +189,21 @@ def test_first_reaching_searched_in_chunks_is_searched_at_once(monkeypatch):
         )
         want = np.where(reached.any(axis=1), reached.argmax(axis=1), len(values))
         assert pairing.first_reaching(values, shift, targets, strict).tolist() == want.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(-3, 12), max_size=60),
+    st.lists(st.one_of(st.integers(-5, 15), st.just(None)), max_size=60),
+    st.booleans(),
+)
+def test_search_sorted_is_numpys_search(raw_values, raw_keys, keys_sorted):
+    """Merged (sorted keys, ties among the values and the keys) or searched (keys out of
+    order, NaN), every key gets numpy's index on either side."""
+    values = np.sort(np.array(raw_values, dtype=float) / 2)
+    keys = np.array([np.nan if k is None else k / 2 for k in raw_keys], dtype=float)
+    if keys_sorted:
+        keys = np.sort(keys[~np.isnan(keys)])
+    for side in ("left", "right"):
+        want = np.searchsorted(values, keys, side=side)
+        assert pairing.search_sorted(values, keys, side, merge_from=1).tolist() == want.tolist()

@@ -37,12 +37,14 @@ def parts(length: int, size: int) -> Iterator[slice]:
 MERGE_MIN_KEYS = 4096  # below this many keys numpy's search is as quick as a merge
 
 
-def search_sorted(values: np.ndarray, keys: np.ndarray, side: str = "left") -> np.ndarray:
+def search_sorted(
+    values: np.ndarray, keys: np.ndarray, side: str = "left", merge_from: int = MERGE_MIN_KEYS
+) -> np.ndarray:
     """`np.searchsorted(values, keys, side)` for sorted `values`, as a merge where the keys
     are sorted too: numpy searches each key from the top (at 20M, 100k keys among 6.6M
     values took 40 ms; polars' as-of join walks both in 8 ms, 6.6M keys in half numpy's time).
-    Keys out of order, or with NaN, take numpy's search."""
-    if len(keys) < MERGE_MIN_KEYS or not len(values) or not (keys[1:] >= keys[:-1]).all():
+    Keys out of order, or with NaN, take numpy's search; so do fewer than `merge_from`."""
+    if len(keys) < merge_from or not len(values) or not (keys[1:] >= keys[:-1]).all():
         return np.searchsorted(values, keys, side=side)
     right = pl.DataFrame({"v": values}).with_row_index("i").set_sorted("v")
     left = pl.DataFrame({"k": keys}).set_sorted("k")
