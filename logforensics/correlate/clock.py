@@ -202,6 +202,16 @@ class Echoes:
     widths: np.ndarray
     anchors: np.ndarray
     arrivals: bool = False
+    # per offset scored, how many records fit it (`_score` counts all of them: kept, the
+    # same count is not searched for again, 0.8M records an instance at 20M)
+    fitting_at: dict[float, int] = dataclasses.field(default_factory=dict)
+
+    def fitting(self, offset: float) -> int:
+        """How many records hold a request's time shifted by `offset` (`_fitting`)."""
+        if offset not in self.fitting_at:
+            fits = _fitting(self.points, self.widths, self.anchors, offset)
+            self.fitting_at[offset] = int(np.count_nonzero(fits))
+        return self.fitting_at[offset]
 
     def candidates(self) -> set[float]:
         """Offsets the most sampled differences point at (load steps repeat, so several do)."""
@@ -586,11 +596,14 @@ def _score(evidence: list[Echoes], offset: float) -> tuple[int, float | None]:
         # the records a part at a time: each part's arrays, not eight as long as the records
         # (6.5M at 20M: 0.4 GB, in each of the two fits run at once); the anchors searched
         # as shifted without a shifted copy of them (50 MB in each fit)
+        fitting = 0
         for part in parts(len(e.points), SCORE_CHUNK):
             count, near = _score_part(e.anchors, offset, e.points[part], e.widths[part])
-            matched += count
+            fitting += count
             if count:
                 distances.append(near)
+        e.fitting_at[offset] = fitting  # (`_fitting`'s test: an anchor within either edge)
+        matched += fitting
     if not matched:
         return 0, None
     return matched, float(np.median(np.concatenate(distances)))
@@ -697,7 +710,7 @@ def align_instances(
         if clock.method == "forced":
             return fit_echoes([own], clock.offset_s), None
         fit = fit_echoes([own], None, prefer=clock.offset_s, subset=True, rivals=False)
-        return fit, int(_fitting(own.points, own.widths, own.anchors, clock.offset_s).sum())
+        return fit, own.fitting(clock.offset_s)
 
     # each instance's fit is its own (numpy searches, which release the GIL): two at once
     with ThreadPoolExecutor(max_workers=FITS_AT_ONCE) as pool:

@@ -23,8 +23,15 @@ def in_time_order(times: pl.Series, sources: pl.Series) -> bool:
         return False
     if times.len() < 2:
         return True
-    gap = np.diff(times.to_physical().to_numpy())  # (a datetime as its integer)
-    return bool(((gap > 0) | ((gap == 0) & (np.diff(sources.to_numpy()) > 0))).all())
+    at = times.to_physical().to_numpy()  # (a datetime as its integer)
+    # compared in place (no differences: two 50 MB arrays at 20M); sources only at the ties
+    tied = np.flatnonzero(at[1:] <= at[:-1])
+    if not len(tied):
+        return True
+    if (at[tied + 1] != at[tied]).any():
+        return False
+    numbers = sources.to_numpy()
+    return bool((numbers[tied + 1] > numbers[tied]).all())
 
 
 def step_label_key() -> pl.Expr:
