@@ -5,8 +5,11 @@ The Analysis is built once; the HTML, JSON and Markdown reporters only render it
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import os
 import re
+import tempfile
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +27,7 @@ from logforensics.diagnose import Finding, Thresholds, Verdict, diagnose
 from logforensics.held import Held, ids_joined
 from logforensics.ingest import InputError, ParseContext, SourceFile, prometheus_api
 from logforensics.ingest.inputs import InputFile, Inputs, combine, expand, load
+from logforensics.ingest.inputs import read as read_files
 from logforensics.model import Capacity, OverallBalance, Step
 
 
@@ -45,6 +49,7 @@ class Options:
     thresholds: Thresholds = field(default_factory=Thresholds)
     cache_dir: Path | None = None  # keep parsed tables as Parquet here (--cache)
     tables: list[Path] = field(default_factory=list)  # read these datasets, not paths (--tables)
+    spill: bool | None = None  # parse through a dataset on disk (--spill); None: if big (`spills`)
     progress: Callable[[int, int, int], None] | None = None  # called after each file is read
 
 
@@ -226,6 +231,44 @@ def read_tables(folders: list[Path], instance_labels: dict[str, str]) -> tuple[I
     return combine(read.read, instance_labels), sorted(set(read.year_notes))
 
 
+SPILL_SHARE = 0.4  # input over this share of the machine's memory: parsed through a dataset
+
+
+def spills(paths: list[Path], spill: bool | None) -> bool:
+    """Whether to parse through a dataset on disk (`load_spilled`): as told, else when the
+    files are over SPILL_SHARE of this machine's memory (their tables and the analysis
+    beside them would not fit; the 150M bench bundle is 22 GB on a 24 GB machine)."""
+    if spill is not None:
+        return spill
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # (no such figure here: never on its own)
+        return False
+    files, _ = expand(paths)
+    size = 0
+    for path, _named in files:
+        with contextlib.suppress(OSError):
+            size += path.stat().st_size
+    return size > SPILL_SHARE * memory
+
+
+def load_spilled(paths: list[Path], ctx: ParseContext, options: Options) -> Inputs:
+    """`load` through a dataset in a temporary folder: each file's tables written as its
+    parse completes and let go of, then all read back as `--tables` reads them (the same
+    analysis: the bench checks the two routes' JSON are equal). While parsing, the
+    files being parsed are held, not every file's tables."""
+    with tempfile.TemporaryDirectory(prefix="logforensics-spill-") as scratch:
+        folder = Path(scratch) / "tables"
+        writer = datasets.EntryWriter(folder, ctx)
+        read = read_files(
+            paths, ctx, options.instance_names, options.cache_dir, options.progress, sink=writer
+        )
+        writer.finish(read, None)
+        del read
+        inputs, _ = read_tables([folder], options.instance_labels)
+    return inputs
+
+
 def placing_window(fit: clock.ClockFit) -> float:
     """How far apart a record and the request it is given by time may lie: the matching
     tolerance, and the clock's own uncertainty (its interval's width)."""
@@ -265,14 +308,17 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
         inputs, year_notes = read_tables(options.tables, options.instance_labels)
     else:
         ctx, year_notes = parse_context(paths, options)
-        inputs = load(
-            paths,
-            ctx,
-            options.instance_names,
-            options.cache_dir,
-            options.progress,
-            instance_labels=options.instance_labels,
-        )
+        if spills(paths, options.spill):
+            inputs = load_spilled(paths, ctx, options)
+        else:
+            inputs = load(
+                paths,
+                ctx,
+                options.instance_names,
+                options.cache_dir,
+                options.progress,
+                instance_labels=options.instance_labels,
+            )
     if options.prometheus_url:
         prometheus_api.add_to(
             inputs,

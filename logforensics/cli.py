@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from logforensics import __version__
-from logforensics.analysis import Options, analyze
+from logforensics.analysis import SPILL_SHARE, Options, analyze
 from logforensics.diagnose import Thresholds
 from logforensics.diagnose.thresholds import option_name, threshold_fields
 from logforensics.gates import evaluate, parse_condition
@@ -249,6 +249,13 @@ def cli() -> None:
     help="Analyse these datasets (written by `logforensics ingest --tables`) instead of PATHS; "
     "repeat for several.",
 )
+@click.option(
+    "--spill/--no-spill",
+    default=None,
+    help="Parse file by file into a dataset in a temporary folder and analyse from it, "
+    "holding a few files' tables while parsing, not all (default: when the input is over "
+    f"{round(SPILL_SHARE * 100)}% of this machine's memory).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress display on stderr.")
 def analyze_command(
     paths,
@@ -271,6 +278,7 @@ def analyze_command(
     fail_on,
     cache_dir,
     tables_dirs,
+    spill,
     quiet,
     **thresholds,
 ) -> None:
@@ -300,6 +308,7 @@ def analyze_command(
         upstreams=_pairs(upstreams, "--upstream"),
         cache_dir=cache_dir,
         tables=list(tables_dirs),
+        spill=spill,
         progress=None if quiet else Progress(),
         thresholds=Thresholds(**thresholds),
     )
@@ -578,7 +587,7 @@ def ingest_command(
     from logforensics import ray_ingest  # imports Ray only when called
     from logforensics.analysis import parse_context
     from logforensics.ingest.inputs import read
-    from logforensics.tables import write_dataset
+    from logforensics.tables import EntryWriter
 
     options = Options(
         year=year,
@@ -610,9 +619,13 @@ def ingest_command(
                     err=True,
                 )
         else:
-            files = read(list(paths), ctx, _parse_instance(instances), progress=progress)
+            # each file's entry written as its parse completes (its tables not held on)
+            writer = EntryWriter(tables_dir, ctx)
+            files = read(
+                list(paths), ctx, _parse_instance(instances), progress=progress, sink=writer
+            )
             total, errors = len(files.files), files.errors
-            kept = total - write_dataset(tables_dir, files, ctx, year_note)
+            kept = total - writer.finish(files, year_note)
             lines = sum(p.result.lines for p in files.parsed if p.result)
     except TablesError as exc:
         click.echo(f"logforensics: error: {exc}", err=True)

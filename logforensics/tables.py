@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from logforensics.ingest import ParseContext
+from logforensics.ingest.base import Parsed
 from logforensics.ingest.entries import (
     ENTRY_FILE,
     entry_meta,
@@ -55,15 +56,40 @@ class TablesError(Exception):
     """A folder that is not a dataset of this version; the message names it."""
 
 
-def write_dataset(folder: Path, read: Read, ctx: ParseContext, year_note: str | None = None) -> int:
-    """Every file of `read` as an entry of the dataset in `folder` (new, or one a run
-    over the same files left unfinished); returns how many entries were written."""
-    plan = plan_dataset(folder, read.files, ctx)
-    for i in plan.todo:
-        path, named = read.files[i]
-        write_entry(plan.entry(i), read.parsed[i], named, path in read.given)
-    finish_dataset(plan, ctx, year_note, read.duplicates, read.errors)
-    return len(plan.todo)
+class EntryWriter:
+    """A dataset written file by file as `inputs.read` parses them (its `Sink`): each
+    file's entry as soon as its parse completes, and its tables let go of then, so a
+    dataset of any size holds the files being parsed, not all of them (the 150M bench
+    bundle's parse held 11 GB when every file was written at the end)."""
+
+    def __init__(self, folder: Path, ctx: ParseContext) -> None:
+        self.folder, self.ctx = folder, ctx
+        self.plan: Plan | None = None
+        self.files: list[tuple[Path, bool]] = []
+        self.given: set[Path] = set()
+        self.written = 0
+
+    def planned(self, files: list[tuple[Path, bool]], given: set[Path]) -> None:
+        """The dataset's plan, written before any file is parsed (a rerun keeps its entries)."""
+        self.plan = plan_dataset(self.folder, files, self.ctx)
+        self.files, self.given = files, given
+
+    def take(self, index: int, parsed: Parsed) -> Parsed:
+        """Write the file's entry (unless a run before this one did); keep its account."""
+        assert self.plan is not None, "planned() comes first"
+        if index in self.plan.todo:
+            path, named = self.files[index]
+            write_entry(self.plan.entry(index), parsed, named, path in self.given)
+            self.written += 1
+        if parsed.result is None:
+            return parsed
+        return parsed._replace(result=dataclasses.replace(parsed.result, tables={}))
+
+    def finish(self, read: Read, year_note: str | None) -> int:
+        """`dataset.json`, last; how many entries this run wrote."""
+        assert self.plan is not None, "planned() comes first"
+        finish_dataset(self.plan, self.ctx, year_note, read.duplicates, read.errors)
+        return self.written
 
 
 @dataclasses.dataclass

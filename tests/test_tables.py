@@ -177,3 +177,71 @@ def test_a_status_past_int16_or_a_count_past_int32_is_unknown_not_a_crash():
     assert conformed.schema["index"] == model.COUNT
     assert conformed["http_status"].to_list() == [200, None, -1, None]
     assert conformed["index"].to_list() == [0, None, 7, None]
+
+
+@pytest.mark.parametrize("name", ["field-high-rate", "aiperf-restart", "traefik-refuse"])
+def test_a_spilled_parse_gives_the_same_analysis(tmp_path, name, monkeypatch):
+    """`--spill` (what `analyze` does on its own past its share of memory) parses through a
+    dataset on disk: on real recordings, the same report as the files held in memory."""
+    from logforensics import analysis
+
+    read_back = []
+    reading = analysis.read_tables
+    monkeypatch.setattr(analysis, "read_tables", lambda *a: read_back.append(a[0]) or reading(*a))
+    paths = [str(p) for p in incident_inputs(corpus(name))]
+    runner = CliRunner()
+    held = analysis_json(runner, [*paths, "--no-spill"], tmp_path / "held.json")
+    assert not read_back
+    spilled = analysis_json(runner, [*paths, "--spill"], tmp_path / "spilled.json")
+    assert len(read_back) == 1 and not read_back[0][0].exists()  # (its folder is gone)
+    assert spilled == held
+    assert held["totals"]["sent"] > 0  # (a report of something)
+
+
+def test_a_dataset_is_written_file_by_file_as_each_parse_completes(tmp_path, seed_bundle):
+    """Each file's entry is on disk when its parse is handed over, and only its account is
+    kept: a dataset's writer never holds every file's tables."""
+    from logforensics.analysis import Options, parse_context
+    from logforensics.ingest.inputs import read
+
+    folder = tmp_path / "ds"
+    ctx = parse_context([seed_bundle], Options())[0]
+
+    class Watching(tables.EntryWriter):
+        def take(self, index, parsed):
+            kept = super().take(index, parsed)
+            on_disk = (self.plan.entry(index) / tables.ENTRY_FILE).is_file()
+            self.seen.append((on_disk, parsed.result is not None and bool(parsed.result.tables)))
+            assert kept.result is None or kept.result.tables == {}
+            return kept
+
+    writer = Watching(folder, ctx)
+    writer.seen = []
+    done = read([seed_bundle], ctx, jobs=1, sink=writer)
+    assert writer.finish(done, None) == len(done.files) == len(writer.seen) >= 3
+    assert all(on_disk for on_disk, _ in writer.seen)
+    assert any(had_tables for _, had_tables in writer.seen)
+    assert all(p.result is None or p.result.tables == {} for p in done.parsed)
+    # read back, the dataset is what the files give
+    runner = CliRunner()
+    assert analysis_json(runner, ["--tables", str(folder)], tmp_path / "a.json") == (
+        analysis_json(runner, [str(seed_bundle)], tmp_path / "b.json")
+    )
+
+
+def test_the_parse_spills_past_its_share_of_memory(tmp_path, monkeypatch):
+    from logforensics import analysis
+
+    big = tmp_path / "big.log"
+    big.write_bytes(b"x" * 4096)
+    assert analysis.spills([big], True) and not analysis.spills([big], False)
+    monkeypatch.setattr(analysis, "SPILL_SHARE", 4096 / 2 / analysis_memory())
+    assert analysis.spills([tmp_path], None)  # (a folder: its files' sizes)
+    monkeypatch.setattr(analysis, "SPILL_SHARE", 4096 * 2 / analysis_memory())
+    assert not analysis.spills([tmp_path], None)
+
+
+def analysis_memory() -> int:
+    import os
+
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
