@@ -538,3 +538,31 @@ def test_step_label_key_tells_every_run_and_step_apart_missing_ones_included():
     assert (known["key"] // 2**33).to_list() == known["code"].cast(pl.UInt64).to_list()
     missing = frame.filter(pl.col("run").is_null())["key"] // 2**33
     assert set(missing.to_list()) == {2**31 - 1}
+
+
+def test_a_refused_connect_names_its_address_ipv6_included():
+    """aiohttp 3.14's and urllib3's words for a connect nothing answered, verbatim: the
+    address is the host and the port after its last colon (an IPv6 host has colons too)."""
+    from logforensics.correlate.records import refused_address
+
+    errors = [
+        "Cannot connect to host ::1:59595 ssl:default [Connect call failed ('::1', 59595, 0, 0)]",
+        "Cannot connect to host 127.0.0.1:59595 ssl:default "
+        "[Connect call failed ('127.0.0.1', 59595)]",
+        "Cannot connect to host localhost:59595 ssl:default "
+        "[Connect call failed ('127.0.0.1', 59595)]",
+        "HTTPConnectionPool(host='127.0.0.1', port=59595): Max retries exceeded with url: "
+        "/v1/chat/completions (Caused by NewConnectionError(\"HTTPConnection(host='127.0.0.1', "
+        'port=59595): Failed to establish a new connection: [Errno 111] Connection refused"))',
+        "Connect call failed ('::1', 8011, 0, 0)",
+        "HTTP Error 503: Service Temporarily Unavailable",
+    ]
+    got = pl.DataFrame({"error": errors}).select(refused_address()).to_series().to_list()
+    assert got == [
+        "::1:59595",
+        "127.0.0.1:59595",
+        "localhost:59595",
+        "127.0.0.1:59595",
+        "::1:8011",
+        None,
+    ]

@@ -54,10 +54,13 @@ def never_connected(columns: list[str]) -> pl.Expr:
 
 
 # the address a refused connect names: aiohttp's "Connect call failed ('127.0.0.1', 8011)"
-# and "Cannot connect to host 127.0.0.1:8011", urllib3's "HTTPConnectionPool(host='…',
-# port=8011)", aiohttp's ConnectionKey(host='…', port=8011, …)
+# (an IPv6 one's four-tuple: "('::1', 8011, 0, 0)") and "Cannot connect to host
+# 127.0.0.1:8011 ssl:default" (or "::1:8011": the port is the last colon's, before the
+# space), urllib3's "HTTPConnectionPool(host='…', port=8011)", aiohttp's ConnectionKey(host='…',
+# port=8011, …)
 REFUSED_ADDRESS_RE = (
-    r"Connect call failed \('([^']+)', (\d+)\)|Cannot connect to host \[?([^\s\]]+?)\]?:(\d+)\b"
+    r"Connect call failed \('([^']+)', (\d+)(?:, \d+, \d+)?\)"
+    r"|Cannot connect to host \[?([^\s\]]+?)\]?:(\d+)(?:\s|$)"
     r"|host='([^']+)', port=(\d+)"
 )
 
