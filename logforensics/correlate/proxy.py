@@ -154,13 +154,16 @@ def _sorted_by(
     rows = frame.select(key, *(v.alias(n) for v, n in zip(values, names, strict=True)))
     if rows[key].null_count() or rows["_0"].null_count():  # (a filter copies all it keeps)
         rows = rows.filter(pl.col(key).is_not_null() & pl.col("_0").is_not_null())
-    rows = rows.sort("_0")
-    keys, arrays = rows[key], [rows[n].to_numpy() for n in names]
-    out = {}
-    for name in keys.unique(maintain_order=True).to_list():
-        mask = (keys == name).to_numpy()
-        out[name] = tuple(a[mask] for a in arrays)
-    return out
+    if not rows["_0"].is_sorted():  # (a log in time order, the proxy's: no sorted copy)
+        rows = rows.sort("_0", maintain_order=True)
+    arrays = [rows[n].to_numpy() for n in names]
+    # each key's positions, in order, from one grouping (a mask a key was a pass over all
+    # the rows a key: 0.35 s for the proxy's nine upstreams at 20M)
+    positions = rows.select(key).with_row_index("_at").group_by(key, maintain_order=True).all()
+    return {
+        name: tuple(a[at.to_numpy()] for a in arrays)
+        for name, at in zip(positions[key].to_list(), positions["_at"], strict=True)
+    }
 
 
 # What an nginx error-log line says of the request its access line left open
