@@ -134,10 +134,8 @@ class RequestTimes:
             seconds("started_at").alias("s"),
             pl.when(pl.col("ok")).then(seconds("ended_at")).alias("e"),
         )
-        # client files are written in start or end order: a stable sort of sorted runs is linear
-        starts, ends = (
-            np.sort(times[c].drop_nulls().to_numpy(), kind="stable") for c in ("s", "e")
-        )
+        # (polars sorts on every core: numpy's sort of the starts was 0.3 s at 20M)
+        starts, ends = (times[c].drop_nulls().sort().to_numpy() for c in ("s", "e"))
         return cls(starts, ends)
 
 
