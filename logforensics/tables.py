@@ -58,9 +58,9 @@ class TablesError(Exception):
 
 class EntryWriter:
     """A dataset written file by file as `inputs.read` parses them (its `Sink`): each
-    file's entry as soon as its parse completes, and its tables let go of then, so a
-    dataset of any size holds the files being parsed, not all of them (the 150M bench
-    bundle's parse held 11 GB when every file was written at the end)."""
+    file's entry as soon as its parse completes, and its tables let go of then, so an
+    archive of many files holds the ones being parsed, not all of them. (The 150M bench
+    bundle peaks at ~11 GB either way: its two biggest files, parsed at once, set it.)"""
 
     def __init__(self, folder: Path, ctx: ParseContext) -> None:
         self.folder, self.ctx = folder, ctx
@@ -185,7 +185,7 @@ class Datasets:
     year_notes: list[str]
 
 
-ENTRIES_AT_ONCE = 2
+ENTRIES_AT_ONCE = 2  # entries read at once (`read_datasets`)
 
 
 def read_datasets(folders: list[Path]) -> Datasets:
