@@ -5,7 +5,6 @@ The Analysis is built once; the HTML, JSON and Markdown reporters only render it
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import os
 import re
@@ -26,7 +25,7 @@ from logforensics.correlate.records import MATCH_TOLERANCE_S, connect_target, in
 from logforensics.diagnose import Finding, Thresholds, Verdict, diagnose
 from logforensics.held import Held, ids_joined
 from logforensics.ingest import InputError, ParseContext, SourceFile, prometheus_api
-from logforensics.ingest.inputs import InputFile, Inputs, combine, expand, load
+from logforensics.ingest.inputs import InputFile, Inputs, combine, expand, file_size, load
 from logforensics.ingest.inputs import read as read_files
 from logforensics.model import Capacity, OverallBalance, Step
 
@@ -245,11 +244,7 @@ def spills(paths: list[Path], spill: bool | None) -> bool:
     except (ValueError, OSError, AttributeError):  # (no such figure here: never on its own)
         return False
     files, _ = expand(paths)
-    size = 0
-    for path, _named in files:
-        with contextlib.suppress(OSError):
-            size += path.stat().st_size
-    return size > SPILL_SHARE * memory
+    return sum(file_size(path) for path, _named in files) > SPILL_SHARE * memory
 
 
 def load_spilled(paths: list[Path], ctx: ParseContext, options: Options) -> Inputs:

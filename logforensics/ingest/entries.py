@@ -113,9 +113,10 @@ def register_prefixes(meta: dict) -> None:
 def read_entry(folder: Path, meta: dict | None = None) -> tuple[dict, Parsed] | None:
     """An entry's `file.json` (`meta`, if already read) and the file as parsed; None if the
     entry is incomplete or damaged."""
+    meta = entry_meta(folder) if meta is None else meta
+    if meta is None:
+        return None
     try:
-        if meta is None:
-            meta = json.loads((folder / ENTRY_FILE).read_text(encoding="utf-8"))
         source = SourceFile(Path(meta["path"]), meta["path"], meta["instance"])
         fmt = FILE_FORMATS[meta["format"]] if meta["format"] else None
         result = None

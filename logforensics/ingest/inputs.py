@@ -199,7 +199,7 @@ def read(
     # sorts that break ties by `source` then order files alike in every run
     for path, _ in files:
         model.source_prefix(f"{path}:")
-    order = sorted(range(len(files)), key=lambda i: -_size(files[i][0]))
+    order = sorted(range(len(files)), key=lambda i: -file_size(files[i][0]))
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {
             pool.submit(read_one, files[i][0], ctx, instance_names, cache_dir): i for i in order
@@ -461,7 +461,8 @@ def described(result) -> list[str]:
     return sorted(names)
 
 
-def _size(path: Path) -> int:
+def file_size(path: Path) -> int:
+    """A file's size on disk; 0 where it cannot be read (its reader says why)."""
     try:
         return path.stat().st_size
     except OSError:
