@@ -12,7 +12,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -340,6 +340,7 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     if aligned is not tables:  # an instance was moved onto the common clock
         tables, records = aligned, inference_records(aligned["server_requests"])
         offset = clock.without_explained_rival(offset, instance_clocks)
+    del aligned  # (`tables` from here on: what is narrowed below is let go of)
     requests = attribute.attribute_on_both_clocks(
         client, tables["server_requests"], offset, records
     )
@@ -357,6 +358,9 @@ def analyze(paths: list[Path], options: Options | None = None) -> Analysis:
     record_count = records.height
     del records  # a row for every inference access line: not needed past here
     requests = proxy.attribute(requests, tables["proxy_requests"], upstreams, proxy_clock)
+    # from here on the aligned tables, holding only what the rest reads of them
+    inputs = replace(inputs, tables=model.narrowed(tables))
+    tables = inputs.tables
     requests = connect_target(requests, inputs.addresses)
     requests = reach.decide_reach(
         requests, coverage, offset.offset_s, tables["server_requests"], tables["engine_stats"]

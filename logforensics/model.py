@@ -205,6 +205,14 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "proxy_requests": PROXY_REQUESTS,
 }
 
+# The columns of a parsed table read once the requests are correlated (by the diagnosis,
+# the findings and the report: the ledger's cited proxy lines); `analyze` lets go of the
+# rest (`narrowed`). The proxy's peer, upstream, delivery and attempts are in the requests
+# table by then: ~140 MiB at 20M, ~1 GB at 150M not held through the diagnosis and report.
+READ_AFTER_CORRELATION: dict[str, tuple[str, ...]] = {
+    "proxy_requests": ("at", "upstream_status", "request_time_s", "upstream_time_s", "source"),
+}
+
 
 LINE_SPAN = 1 << 32  # source = prefix id × LINE_SPAN + line number
 _PREFIXES: list[str] = []  # prefix id → text, e.g. "gpu-0.log:" or "report.json:record "
@@ -393,6 +401,15 @@ def without_warmup(requests: pl.DataFrame) -> pl.DataFrame:
     if not requests.select(pl.col("warmup").fill_null(False).any()).item():
         return requests
     return requests.filter(~pl.col("warmup"))
+
+
+def narrowed(tables: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """`tables` holding only what is read of them after the correlation
+    (`READ_AFTER_CORRELATION`); the other tables whole."""
+    return {
+        name: frame.select(READ_AFTER_CORRELATION.get(name, frame.columns))
+        for name, frame in tables.items()
+    }
 
 
 def declared(schema: dict[str, pl.DataType], frame: pl.DataFrame) -> pl.DataFrame:

@@ -241,6 +241,18 @@ def test_a_dead_instance_is_an_instance_failure():
     assert "max_fails" in kept.advice and "proxy_next_upstream" in kept.advice
 
 
+def test_a_dead_instance_s_last_line_is_the_later_of_lines_stamped_alike():
+    """Its log's last moment stamped on two lines (a stats line, then an event): the later
+    line is its last sign of life, whichever table each is in."""
+    case = dead_instance()
+    case.stat("gpu-b", 300, running=3, waiting=0, gpu=8.0)  # gpu-b.log:32, at 300 s too
+    by = {e.signal: e for e in case.verdict().evidence}
+    assert by["instance_log_stopped"].sources == ["gpu-b.log:32"]
+    case.event("gpu-b", 300, "preemption", "a line about a preempted sequence")  # :33
+    by = {e.signal: e for e in case.verdict().evidence}
+    assert by["instance_log_stopped"].sources == ["gpu-b.log:33"]
+
+
 def test_an_engine_death_banner_counts_until_the_instance_serves_again():
     case = Case(["gpu-a", "gpu-b"])
     case.requests_n(4, 10, 20, True, instance="gpu-b")

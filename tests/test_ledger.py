@@ -17,6 +17,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
+from logforensics import model
 from logforensics.analysis import analyze
 from logforensics.cli import cli
 from logforensics.report import build_report, jsonout, render_html, render_markdown
@@ -112,6 +113,18 @@ def test_each_failed_request_has_its_client_proxy_and_engine_hops(timeouts):
     assert failed["reach_witness"].is_not_null().all()
     ok = ledger.filter(pl.col("client_ok"))
     assert ok["failed_at"].is_null().all() and (ok["client_outcome"] == "ok").all()
+
+
+def test_the_analysis_keeps_of_the_proxy_table_what_the_ledger_cites(timeouts):
+    """Past the correlation the proxy table holds only `READ_AFTER_CORRELATION`'s columns;
+    the ledger's proxy times still come from it (its peers, upstreams and deliveries are
+    the requests' own columns by then)."""
+    kept = model.READ_AFTER_CORRELATION["proxy_requests"]
+    assert timeouts.tables["proxy_requests"].columns == list(kept)
+    assert set(kept) < set(model.PROXY_REQUESTS)
+    failed = build_ledger(timeouts, NOT_OK)
+    assert failed["proxy_at"].is_not_null().all()
+    assert (failed["proxy_request_time_s"] > 0).all()
 
 
 def run(*args):

@@ -674,17 +674,24 @@ def _passes(
         moved += offset
         return moved
 
+    # every request's position by each anchor, ties in request order, sorted once (polars
+    # sorts the anchor and position alone, on two cores faster than numpy): a pass takes
+    # its own requests from it in that order (a filter and a sort a pass copied them
+    # twice: 0.17 GB at 20M, the attribution's largest moment)
+    by_anchor: dict[str, np.ndarray] = {}
+
+    def in_order(anchor: str, req_mask: np.ndarray) -> np.ndarray:
+        if anchor not in by_anchor:
+            by_anchor[anchor] = (
+                reqs.select(anchor, "_pos").sort(anchor, maintain_order=True)["_pos"].to_numpy()
+            )
+        every = by_anchor[anchor]
+        return every[req_mask[every]]
+
     def assign(rec_mask: np.ndarray, req_mask: np.ndarray, anchor: str, how: str) -> None:
         if not rec_mask.any() or not req_mask.any():
             return
-        # the pass's requests by their anchor, ties in request order: polars sorts (on two
-        # cores, faster than numpy) the anchor and position alone; the other times follow
-        order = (
-            reqs.select(anchor, "_pos")
-            .filter(pl.Series(req_mask))
-            .sort(anchor, maintain_order=True)["_pos"]
-            .to_numpy()
-        )
+        order = in_order(anchor, req_mask)  # the other times follow
         anchors = on_server_clock(req_times[anchor], order)
         if how == "late":  # the window opens at the client's end and stays open a while,
             # no later than the run's next step (a line then would be that step's)

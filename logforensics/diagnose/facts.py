@@ -11,7 +11,8 @@ reads the state of the instance where a failure happened, not the fleet's.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -133,6 +134,15 @@ class Facts:
     coverage: dict[str, tuple[dt.datetime, dt.datetime]]
     upstream_instances: dict[str, str]  # proxy upstream address → instance
     runs: list[model.Step]
+    # what several rules derive alike from these facts, derived once (`once`)
+    derived: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def once(self, key: tuple, derive: Callable[[], pl.DataFrame]) -> pl.DataFrame:
+        """`derive()`, kept under `key` for the next rule that asks (three rules read the
+        shedding states: each a group-by of every window's stats lines)."""
+        if key not in self.derived:
+            self.derived[key] = derive()
+        return self.derived[key]
 
     @property
     def sent(self) -> int:

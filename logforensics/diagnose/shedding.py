@@ -26,6 +26,10 @@ def states(facts: Facts, t: Thresholds) -> pl.DataFrame:
     """Each (failure, instance read in its window): the most KV and waiting seen, whether
     the KV cache was pressed (full, a pressure line, the stats' preemption sign) and
     whether the instance was saturated (pressed, or requests waiting)."""
+    return facts.once(("shedding.states", t), lambda: _states(facts, t))
+
+
+def _states(facts: Facts, t: Thresholds) -> pl.DataFrame:
     ws = facts.window_stats
     pressure = (
         facts.window_events.filter(pl.col("kind").is_in(PRESSURE_KINDS))
