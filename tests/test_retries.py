@@ -165,6 +165,28 @@ def test_a_step_label_run_twice_is_two_steps(tmp_path):
     assert assign_steps(slow_rate)["step"].to_list() == [1] * 6
 
 
+def test_a_rest_opened_by_a_request_that_ends_before_it_starts_is_still_seen():
+    """No two starts of the label are 5 s apart, but the request at 4 s is logged as ending
+    at -3 s (a client clock stepped back): nothing is in flight from 1 s to 8 s, and the
+    burst at 8 s is the label running again. The quick test for labels with a rest must
+    not skip it."""
+    t0 = dt.datetime(2026, 12, 4, tzinfo=dt.timezone.utc)
+
+    def at(seconds: float) -> dt.datetime:
+        return t0 + dt.timedelta(seconds=seconds)
+
+    frame = pl.DataFrame(
+        {
+            "run": ["r"] * 4,
+            "step": [2] * 4,
+            "warmup": [False] * 4,
+            "started_at": [at(0), at(4), at(8), at(8.5)],
+            "ended_at": [at(1), at(-3), at(9), at(9)],
+        }
+    )
+    assert assign_steps(frame)["step"].to_list() == [1, 1, 2, 2]
+
+
 def test_a_step_the_tester_ran_at_a_rate_is_never_split():
     """recordings/aiperf-restart: AIPerf's Poisson arrivals at 1/s left a 6 s gap
     (23:44:06-23:44:12) and then two starts 1.2 s apart — a rest and a burst by the shape

@@ -74,6 +74,16 @@ def _split_repeats(client: pl.DataFrame) -> pl.DataFrame:
     """
     starts, ends = pl.col("started_at"), pl.col("ended_at").fill_null(pl.col("started_at"))
     label = "_label"
+    # a label runs again only after a rest, and a rest needs two of its starts REST_S apart
+    # (what is in flight ended after it started) or a request that ends before it starts:
+    # a label with neither is not looked at again (at 20M, 0.5 s and 0.24 GB for this
+    # test against 0.7 s and 0.5 GB for the windows below, which no label there needs)
+    gap = starts.sort().diff().max().dt.total_microseconds() > REST_S * 1e6
+    rests = client.group_by(step_label_key().alias(label)).agg(
+        (gap | (pl.col("ended_at") < starts).any()).alias("_rested")
+    )
+    if not rests["_rested"].any():
+        return client
     # the columns it reads (not the whole table: 2 GB less at 20M lines) in start order; the
     # windows below keep that order within each label (at 20M: 0.7 s against 1.5 s for a
     # sort on run, step and start and windows over two keys); which requests may start a
