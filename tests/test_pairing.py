@@ -3,6 +3,7 @@ walks it replaced gave (the walks are kept here as the reference), ties, empty i
 unmatched points and float rounding at the tolerance's edge included."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -154,6 +155,28 @@ def test_pairing_across_many_scan_blocks():
         tols = np.full(len(points), 1.000001)
         want = reference_greedy(points.tolist(), tols.tolist(), times.tolist(), times.tolist())
         assert pairing.pair_windows(points, tols, times, times).tolist() == want
+
+
+@pytest.mark.parametrize("int32_below", [pairing.INT32_BELOW, 8])
+def test_positions_are_int32_into_short_arrays_and_int64_into_long(monkeypatch, int32_below):
+    """Positions into arrays shorter than `INT32_BELOW` are int32, into longer ones int64
+    (the limit set to 8 here): the same pairs and searches either way, over many scan
+    blocks with points left unpaired."""
+    monkeypatch.setattr(pairing, "INT32_BELOW", int32_below)
+    want_dtype = np.int32 if int32_below > 6000 else np.int64
+    rng = np.random.default_rng(5)
+    times = np.sort(EPOCH + rng.uniform(0, 600, 6000))
+    for rate in (0.4, 1.7):
+        points = np.sort(EPOCH + rng.uniform(0, 600, int(6000 * rate)))
+        tols = np.full(len(points), 0.05)
+        picks = pairing.pair_windows(points, tols, times, times)
+        assert picks.dtype == want_dtype
+        assert (picks < 0).any()
+        want = reference_greedy(points.tolist(), tols.tolist(), times.tolist(), times.tolist())
+        assert picks.tolist() == want
+        found = pairing.search_sorted(times, points, "right", merge_from=1)
+        assert found.dtype == want_dtype
+        assert found.tolist() == np.searchsorted(times, points, "right").tolist()
 
 
 def test_missing_times_take_nothing_and_move_nothing():

@@ -24,7 +24,16 @@ SCAN_BLOCK = 256  # points composed together before blocks are chained
 # Targets `first_reaching` corrects at a time: its temporaries (a few int64 and float
 # arrays a target) stay this size instead of the targets' (6.6M at 20M: ~50 MB each).
 SEARCH_CHUNK = 1 << 20
-_UNBOUNDED = np.iinfo(np.int64).max // 4
+INT32_BELOW = 1 << 28  # arrays shorter than this are indexed by int32 (`index_dtype`)
+
+
+def index_dtype(length: int) -> type[np.signedinteger]:
+    """The positions into an array of `length` items: int32 below INT32_BELOW (half an
+    int64's memory: at 20M, each array of positions as long as the records is 27 MB, not
+    53, and the attribution's passes hold several), else int64. Signed, so a position
+    minus one is -1, never a wrap; a quarter of int32's range stays free for the
+    clamps of `pair_in_order`."""
+    return np.int32 if length < INT32_BELOW else np.int64
 
 
 def parts(length: int, size: int) -> Iterator[slice]:
@@ -44,15 +53,16 @@ def search_sorted(
     are sorted too: numpy searches each key from the top (at 20M, 100k keys among 6.6M
     values took 40 ms; polars' as-of join walks both in 8 ms, 6.6M keys in half numpy's time).
     Keys out of order, or with NaN, take numpy's search; so do fewer than `merge_from`."""
+    dtype = index_dtype(len(values) + 1)
     if len(keys) < merge_from or not len(values) or not (keys[1:] >= keys[:-1]).all():
-        return np.searchsorted(values, keys, side=side)
+        return np.searchsorted(values, keys, side=side).astype(dtype, copy=False)
     right = pl.DataFrame({"v": values}).with_row_index("i").set_sorted("v")
     left = pl.DataFrame({"k": keys}).set_sorted("k")
     # forward: the first value >= the key ("left"), or > it ("right"), as numpy counts them
     found = left.join_asof(
         right, left_on="k", right_on="v", strategy="forward", allow_exact_matches=side == "left"
     )["i"]
-    return found.fill_null(len(values)).to_numpy().astype(np.int64, copy=False)
+    return found.fill_null(len(values)).to_numpy().astype(dtype, copy=False)
 
 
 def pair_in_order(first: np.ndarray, stop: np.ndarray) -> np.ndarray:
@@ -62,14 +72,17 @@ def pair_in_order(first: np.ndarray, stop: np.ndarray) -> np.ndarray:
     point's `first` lies past its `stop` (sorted points and windows), else
     the walk itself.
     """
-    first = np.asarray(first, dtype=np.int64)
-    stop = np.asarray(stop, dtype=np.int64)
+    stop = np.asarray(stop)
+    dtype = index_dtype(max(len(first), int(stop.max(initial=0)) + 1))
+    first = np.asarray(first, dtype=dtype)
+    stop = stop.astype(dtype, copy=False)
     if not len(first):
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=dtype)
     if (first > stop).any() or (stop[1:] < stop[:-1]).any():
         return _pair_by_walk(first, stop)
     # (in place where it can: at 20M each of these arrays is 50 MB)
-    step = np.arange(len(first))
+    step = np.arange(len(first), dtype=dtype)
+    unbounded = np.iinfo(dtype).max // 4
     place = first - step
     np.maximum.accumulate(place, out=place)
     place += step
@@ -80,12 +93,12 @@ def pair_in_order(first: np.ndarray, stop: np.ndarray) -> np.ndarray:
     low = first - step
     np.minimum(low, high, out=low)
     pad = -len(first) % SCAN_BLOCK
-    low = np.concatenate([low, np.full(pad, -_UNBOUNDED)]).reshape(-1, SCAN_BLOCK)
-    high = np.concatenate([high, np.full(pad, _UNBOUNDED)]).reshape(-1, SCAN_BLOCK)
+    low = np.concatenate([low, np.full(pad, -unbounded, dtype)]).reshape(-1, SCAN_BLOCK)
+    high = np.concatenate([high, np.full(pad, unbounded, dtype)]).reshape(-1, SCAN_BLOCK)
     _compose_clamps(low, high)
     block_low, block_high = low[:, -1].copy(), high[:, -1].copy()
     _compose_clamps(block_low, block_high)
-    entering = np.concatenate(([0], np.clip(0, block_low[:-1], block_high[:-1])))
+    entering = np.concatenate(([0], np.clip(0, block_low[:-1], block_high[:-1]))).astype(dtype)
     after = np.clip(entering[:, None], low, high).ravel()[: len(first)]
     del low, high
     after += step
@@ -146,7 +159,7 @@ def first_reaching(
         return search_sorted(values + shift[0], targets, side=side)  # the sums are sorted
     if len(targets) <= SEARCH_CHUNK:
         return _first_reaching_corrected(values, shift, targets, strict)
-    found = np.empty(len(targets), dtype=np.int64)
+    found = np.empty(len(targets), dtype=index_dtype(len(values) + 1))
     for part in parts(len(targets), SEARCH_CHUNK):  # each target is found on its own
         found[part] = _first_reaching_corrected(values, shift[part], targets[part], strict)
     return found
