@@ -56,13 +56,13 @@ def search_sorted(
     dtype = index_dtype(len(values) + 1)
     if len(keys) < merge_from or not len(values) or not (keys[1:] >= keys[:-1]).all():
         return np.searchsorted(values, keys, side=side).astype(dtype, copy=False)
-    right = pl.DataFrame({"v": values}).with_row_index("i").set_sorted("v")
+    # the keys and values under one name: the join then gives each key the index alone (with
+    # two names it also gathered each key's value: 53 MB more at 20M)
+    right = pl.DataFrame({"k": values}).with_row_index("i").set_sorted("k")
     left = pl.DataFrame({"k": keys}).set_sorted("k")
     # forward: the first value >= the key ("left"), or > it ("right"), as numpy counts them
-    found = left.join_asof(
-        right, left_on="k", right_on="v", strategy="forward", allow_exact_matches=side == "left"
-    )["i"]
-    return found.fill_null(len(values)).to_numpy().astype(dtype, copy=False)
+    joined = left.join_asof(right, on="k", strategy="forward", allow_exact_matches=side == "left")
+    return joined["i"].fill_null(len(values)).to_numpy().astype(dtype, copy=False)
 
 
 def pair_in_order(first: np.ndarray, stop: np.ndarray) -> np.ndarray:
