@@ -56,13 +56,21 @@ def search_sorted(
     dtype = index_dtype(len(values) + 1)
     if len(keys) < merge_from or not len(values) or not (keys[1:] >= keys[:-1]).all():
         return np.searchsorted(values, keys, side=side).astype(dtype, copy=False)
+    # only the stretch of values the keys' answers lie in (numpy finds its two ends): a part
+    # of the keys (the clock fit scores 1M records at a time against 6.6M request ends at
+    # 20M) indexes its own stretch, not every value once more
+    lo, hi = (int(end) for end in np.searchsorted(values, keys[[0, -1]], side=side))
     # the keys and values under one name: the join then gives each key the index alone (with
     # two names it also gathered each key's value: 53 MB more at 20M)
-    right = pl.DataFrame({"k": values}).with_row_index("i").set_sorted("k")
+    right = (  # (a slice, not a copy)
+        pl.DataFrame({"k": values}).slice(lo, hi - lo).with_row_index("i").set_sorted("k")
+    )
     left = pl.DataFrame({"k": keys}).set_sorted("k")
     # forward: the first value >= the key ("left"), or > it ("right"), as numpy counts them
     joined = left.join_asof(right, on="k", strategy="forward", allow_exact_matches=side == "left")
-    return joined["i"].fill_null(len(values)).to_numpy().astype(dtype, copy=False)
+    found = joined["i"].fill_null(hi - lo).to_numpy().astype(dtype)  # (u32: always a copy)
+    found += lo
+    return found
 
 
 def pair_in_order(first: np.ndarray, stop: np.ndarray) -> np.ndarray:
