@@ -208,7 +208,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
 # The columns of a parsed table read once the requests are correlated (by the diagnosis,
 # the findings and the report: the ledger's cited proxy lines); `analyze` lets go of the
 # rest (`narrowed`). The proxy's peer, upstream, delivery and attempts are in the requests
-# table by then: ~140 MiB at 20M, ~1 GB at 150M not held through the diagnosis and report.
+# table by then: 0.1 GB at 20M, ~1 GB at 150M not held through the diagnosis and report.
 READ_AFTER_CORRELATION: dict[str, tuple[str, ...]] = {
     "proxy_requests": ("at", "upstream_status", "request_time_s", "upstream_time_s", "source"),
 }
