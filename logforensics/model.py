@@ -313,14 +313,33 @@ def detached(frame: pl.DataFrame) -> pl.DataFrame:
     batch (its tables, its lines left for later) would hold the whole file. Labels
     (`LABEL`) own their strings already, and a column of nulls holds none.
     """
+    nulls = null_counts(frame)
     text = [
         name
         for name, dtype in frame.schema.items()
-        if dtype == pl.Utf8 and frame[name].null_count() < frame.height
+        if dtype == pl.Utf8 and nulls[name] < frame.height
     ]
     if not text:  # (an empty frame has no column with a value)
         return frame
     return frame.with_columns(pl.concat_str(pl.col(name), pl.lit("")).alias(name) for name in text)
+
+
+def null_counts(frame: pl.DataFrame) -> dict[str, int]:
+    """Each column's nulls, counted by an expression: `frame[name]` would write a column
+    held as one value (a literal) out in full, and the frame would keep that copy."""
+    return frame.null_count().row(0, named=True) if frame.width else {}
+
+
+def concatenated(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """`frames` one after another, in one chunk, `frames` emptied: the columns are copied
+    into one chunk each in turn, each letting go of its pieces once copied, so that the
+    table is held once and one column twice (`pl.concat(rechunk=True)`: twice whole)."""
+    whole = pl.concat(frames, rechunk=False)
+    frames.clear()
+    for name, chunks in zip(whole.columns, whole.n_chunks("all"), strict=True):
+        if chunks > 1:  # (a one-column frame's rechunk keeps a literal column a literal)
+            whole = whole.with_columns(whole.select(name).rechunk().to_series())
+    return whole
 
 
 def nulls_as_literals(frame: pl.DataFrame) -> pl.DataFrame:
@@ -331,9 +350,8 @@ def nulls_as_literals(frame: pl.DataFrame) -> pl.DataFrame:
     column is held as one value (20M: the engine columns of requests no engine logged,
     50 MB each).
     """
-    empty = [
-        name for name in frame.columns if frame.height and frame[name].null_count() == frame.height
-    ]
+    nulls = null_counts(frame)
+    empty = [name for name in frame.columns if frame.height and nulls[name] == frame.height]
     if not empty:
         return frame
     return frame.with_columns(pl.lit(None, dtype=frame.schema[name]).alias(name) for name in empty)
@@ -350,8 +368,10 @@ def constants_as_literals(frame: pl.DataFrame) -> pl.DataFrame:
     one = one_valued(frame)
     if not one:
         return frame
+    first = frame.select(pl.col(one).first()).row(0)
     return frame.with_columns(
-        pl.lit(frame[name][0], dtype=frame.schema[name]).alias(name) for name in one
+        pl.lit(value, dtype=frame.schema[name]).alias(name)
+        for name, value in zip(one, first, strict=True)
     )
 
 
@@ -360,11 +380,12 @@ def one_valued(frame: pl.DataFrame) -> list[str]:
     extremes in one pass (labels by their codes; text is not compared)."""
     if frame.height < 2:
         return []
+    nulls = null_counts(frame)
     full = [
         (name, dtype)
         for name, dtype in frame.schema.items()
         if (dtype.is_numeric() or dtype.is_temporal() or dtype in (pl.Boolean, LABEL))
-        and not frame[name].null_count()
+        and not nulls[name]
     ]
     if not full:
         return []

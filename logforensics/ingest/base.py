@@ -34,9 +34,11 @@ SNIFF_LINES = 40
 # virtual machine cost more than those overheads. Under 32 MiB: Python's allocator maps
 # a bytes object of 32 MiB or more afresh from the kernel each time (100-160k page
 # faults a 195 MB log read in 32 MiB batches, 20-27k in 24 MiB ones: 0.5-0.7 s against
-# 0.36-0.41 s). The 5M-short bench, 24 against 16 MiB batches: peak 0.86-0.94 against
-# 0.79-0.87 GB, for 1.0-1.6 s more CPU time (the nginx log's idle formats, per batch).
-BATCH_BYTES = 24 << 20
+# 0.36-0.41 s). A batch's working columns are about four times its bytes: a 195 MB
+# uvicorn log's parse held 244 MiB above the process at 24 MiB batches, 175 at 12 (the
+# 5M-short bench, two such logs parsed at once: 597-622 against 508-536 MiB, 0.1-0.2 s
+# slower; 8 MiB saved ~15 MiB more for 0.4-0.5 s).
+BATCH_BYTES = 12 << 20
 BATCHED_ABOVE = 2 * BATCH_BYTES
 UNPARSED_EXAMPLES = 5
 

@@ -127,6 +127,8 @@ def _parse_one(source: SourceFile, path: Path, ctx: ParseContext) -> Parsed:
         return Parsed(source, None, None, f"not a log: {what}" if what else "no known format")
     result = fmt.parse(source, ctx)
     source.release()
+    # a column of one value held as that value from here on, while the other files parse
+    result.tables = {name: model.constants_as_literals(t) for name, t in result.tables.items()}
     return Parsed(source, fmt, result, None)
 
 

@@ -652,7 +652,7 @@ class _Account:
         result = self.result
         for index in sorted(self.tables):
             for table, frames in self.tables[index].items():
-                result.add(table, pl.concat(frames, rechunk=True) if len(frames) > 1 else frames[0])
+                result.add(table, model.concatenated(frames))
         for index in sorted(self.addresses):
             for found in self.addresses[index]:
                 for instance, addresses in found.items():
