@@ -214,6 +214,39 @@ def test_first_reaching_searched_in_chunks_is_searched_at_once(monkeypatch):
         assert pairing.first_reaching(values, shift, targets, strict).tolist() == want.tolist()
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 40), max_size=50),
+    st.lists(st.one_of(st.integers(-5, 45), st.just(None)), max_size=50),
+    st.sampled_from([0.0, 0.1, -0.3, 1.000001, 2.0, 1e-9]),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+)
+def test_first_reaching_with_one_shift_is_a_plain_count(
+    raw_values, raw_targets, shift, broadcast, targets_sorted, strict
+):
+    """One shift for all (a number broadcast, or repeated): each target gets the index a
+    plain count of `values + shift` against it gives, sums at the rounding edge of epoch
+    seconds, ties, targets out of order and NaN included, searched in chunks or not."""
+    values = np.sort(EPOCH + np.array(raw_values, dtype=float) / 10)
+    targets = np.array([np.nan if t is None else EPOCH + t / 10 for t in raw_targets])
+    if targets_sorted:
+        targets = np.sort(targets[~np.isnan(targets)])
+    shifts = np.broadcast_to(shift, len(targets)) if broadcast else np.full(len(targets), shift)
+    reached = (
+        values[None, :] + shifts[:, None] > targets[:, None]
+        if strict
+        else values[None, :] + shifts[:, None] >= targets[:, None]
+    )
+    want = [int(row.argmax()) if row.any() else len(values) for row in reached]
+    for chunk in (pairing.SEARCH_CHUNK, 7):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(pairing, "SEARCH_CHUNK", chunk)
+            found = pairing.first_reaching(values, shifts, targets, strict)
+        assert found.tolist() == want
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.integers(-3, 12), max_size=60),
