@@ -112,6 +112,14 @@ def real_line_logs() -> list[tuple[Path, str]]:
     return found
 
 
+def held_as_one_value(frame: pl.DataFrame, name: str) -> bool:
+    """Whether `frame` (of 2,048 rows or more) holds `name` as one value (a literal), not a
+    value a row (a bit a row at least): a one-column selection keeps a literal as it is,
+    where `frame[name]` writes it out."""
+    assert frame.height >= 2048
+    return frame.select(name).estimated_size() * 64 < frame.height
+
+
 def report_json(analysis) -> dict:
     """The JSON report of an analysis, as `analyze --json` writes it (parsed)."""
     return contract(build_report(analysis).summary)

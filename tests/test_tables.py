@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from logforensics import tables
 from logforensics.cli import cli
-from tests.conftest import FIXTURES, corpus, incident_inputs
+from tests.conftest import FIXTURES, corpus, held_as_one_value, incident_inputs
 
 sys.path.insert(0, str(FIXTURES.parent / "bench"))
 import generate  # noqa: E402
@@ -227,6 +227,24 @@ def test_a_dataset_is_written_file_by_file_as_each_parse_completes(tmp_path, see
     assert analysis_json(runner, ["--tables", str(folder)], tmp_path / "a.json") == (
         analysis_json(runner, [str(seed_bundle)], tmp_path / "b.json")
     )
+
+
+def test_a_dataset_read_back_holds_one_valued_columns_as_one_value(tmp_path):
+    """Parquet gives every column in full; each table read holds a column of one value as
+    that value (as the parse does) before the next is read, a label written as text
+    included."""
+    from logforensics import model
+
+    bundle, _, _ = generate.ensure(30_000, tmp_path / "scratch")
+    ingest(CliRunner(), [bundle], tmp_path / "ds")
+    read = tables.read_datasets([tmp_path / "ds"])
+    checked = 0
+    for parsed in read.read.parsed:
+        for name, frame in (parsed.result.tables if parsed.result else {}).items():
+            for column in model.one_valued(frame) if frame.height >= 2048 else ():
+                assert held_as_one_value(frame, column), (parsed.source.display, name, column)
+                checked += 1
+    assert checked
 
 
 def test_the_parse_spills_past_its_share_of_memory(tmp_path, monkeypatch):
