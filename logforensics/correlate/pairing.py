@@ -174,6 +174,8 @@ def first_reaching(
 def _first_reaching_part(
     values: np.ndarray, shift: np.ndarray, targets: np.ndarray, strict: bool, one_shift: bool
 ) -> np.ndarray:
+    """One part's answer: the stretch searched where one shift serves all, else the search
+    corrected across equal values."""
     if one_shift:
         found = _first_reaching_shifted(values, float(shift[0]), targets, strict)
         if found is not None:
@@ -187,7 +189,8 @@ def _first_reaching_shifted(
     """`first_reaching` with one shift for all: the shifted values are sorted too (adding a
     number keeps their order, rounding included), so the stretch of them that can hold the
     answers is shifted and searched. None where a target or the shift is not finite, or
-    the stretch is longer than the targets (and SEARCH_CHUNK): its copy would be.
+    where the stretch is longer than both the targets and SEARCH_CHUNK (its shifted copy
+    would then be the largest temporary: one instance's records among every request's).
 
     Below the stretch every value + shift is under the least target, above it over the
     greatest: its ends lie a margin past them, 1024 times the sum's rounding. (The
