@@ -360,8 +360,7 @@ def test_literal_columns_stay_literal_when_counted_and_concatenated():
 
 def test_a_parsed_file_holds_its_one_valued_columns_as_one_value():
     """Each file's tables, as its parse ends, hold a column of one value as that value
-    while the other files parse (`inputs.read_one`): a real uvicorn log's method, path
-    and precision."""
+    while the other files parse (`inputs.read_one`): the largest real server log's."""
     from logforensics import model
     from logforensics.ingest import inputs
 

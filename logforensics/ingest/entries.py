@@ -70,11 +70,16 @@ def write_entry(
     (folder / ENTRY_FILE).write_text(json.dumps(meta, default=str), encoding="utf-8")
 
 
-def _read_table(path: Path) -> pl.DataFrame:
-    """A table as the analysis holds it: a column of nulls as one null, each other column in
-    one piece (a row group is a piece as read; a `with_columns` beside a column in one piece
-    copies every column of many into one, at every step)."""
-    return model.nulls_as_literals(pl.read_parquet(path)).rechunk()
+def _read_table(folder: Path, name: str, prefixes: dict[int, str]) -> pl.DataFrame:
+    """An entry's table as the analysis holds it: a column of nulls as one null, each other
+    column in one piece (a row group is a piece as read; a `with_columns` beside a column in
+    one piece copies every column of many into one, at every step); its sources this
+    process's; conformed (another engine may write a label as a plain string); then a
+    column of one value held as that value, as the parse holds it, before the next table is
+    read (Parquet gives it in full: the read's peak at 20M 1,526 -> 1,393 MiB, live)."""
+    frame = model.nulls_as_literals(pl.read_parquet(folder / f"{name}.parquet")).rechunk()
+    frame = model.conform(name, model.source_remap(frame, prefixes))
+    return model.constants_as_literals(frame)
 
 
 def entry_meta(folder: Path) -> dict | None:
@@ -123,19 +128,7 @@ def read_entry(folder: Path, meta: dict | None = None) -> tuple[dict, Parsed] | 
         if (kept := meta.get("result")) is not None:
             prefixes = {int(k): v for k, v in kept["source_prefixes"].items()}
             result = ParseResult(
-                # conformed: another engine may write a label as a plain string; a column
-                # of one value then held as that value (as the parse holds it) before the
-                # next table is read (Parquet gives it in full: the read's peak at 20M
-                # 1,526 -> 1,393 MiB, live)
-                tables={
-                    name: model.constants_as_literals(
-                        model.conform(
-                            name,
-                            model.source_remap(_read_table(folder / f"{name}.parquet"), prefixes),
-                        )
-                    )
-                    for name in kept["tables"]
-                },
+                tables={name: _read_table(folder, name, prefixes) for name in kept["tables"]},
                 lines=kept["lines"],
                 parsed=kept["parsed"],
                 noise=kept["noise"],
